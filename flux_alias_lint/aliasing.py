@@ -1,0 +1,187 @@
+"""The single source of truth: which torch operations can share storage with their input.
+
+The checker looks operations up here to decide whether a value aliases the backprop
+tensor, the fixer uses the kinds to decide what to insert, and the runtime harness
+uses the same table to explain a confirmed alias. Anything *not* listed is treated
+as producing fresh storage (arithmetic, ``clone``, ``torch.cat``, unknown calls), so
+an entry missing here is a missed finding, never a false one.
+
+Sources: PyTorch's "Tensor Views" page (view ops), and the documented
+"returns ``self`` if no conversion is needed" behaviour of the conversion methods.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class AliasKind(enum.Enum):
+    """How a value relates to the storage it came from; ordered by severity of doubt."""
+
+    SAME = "same"  # the very same tensor object (or an in-place op returning it)
+    DETACH = "detach"  # .detach(), .data, torch.detach: new tensor object, same storage
+    VIEW = "view"  # a view: same storage, other shape/strides
+    MAY_RETURN_SELF = "may-return-self"  # a conversion that is a no-op (returns self) when nothing changes
+
+
+# Tensor methods that return a detached tensor sharing storage.
+DETACH_METHODS: frozenset[str] = frozenset({"detach", "detach_"})
+# Tensor attributes that are a detached alias of the same storage.
+DETACH_ATTRIBUTES: frozenset[str] = frozenset({"data"})
+
+# Tensor methods that always (or, for reshape/flatten, usually) return a view.
+# PyTorch docs, "Tensor Views", plus reshape/reshape_as/flatten which return a
+# view whenever the strides allow it (always for a contiguous loss tensor).
+VIEW_METHODS: frozenset[str] = frozenset(
+    {
+        "adjoint",
+        "as_strided",
+        "chunk",
+        "diagonal",
+        "expand",
+        "expand_as",
+        "flatten",
+        "hsplit",
+        "indices",
+        "movedim",
+        "moveaxis",
+        "narrow",
+        "permute",
+        "reshape",
+        "reshape_as",
+        "select",
+        "split",
+        "split_with_sizes",
+        "squeeze",
+        "swapaxes",
+        "swapdims",
+        "t",
+        "tensor_split",
+        "transpose",
+        "unbind",
+        "unflatten",
+        "unfold",
+        "unsqueeze",
+        "values",
+        "view",
+        "view_as",
+        "vsplit",
+        "dsplit",
+    }
+)
+# Tensor attributes that are views.
+VIEW_ATTRIBUTES: frozenset[str] = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+# Methods that return ``self`` when no dtype/device/layout change is needed.
+MAY_RETURN_SELF_METHODS: frozenset[str] = frozenset(
+    {
+        "to",
+        "type",
+        "type_as",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "cpu",
+        "cuda",
+        "contiguous",
+        "requires_grad_",
+    }
+)
+
+# ``torch.<fn>(x, ...)`` functions whose first argument is aliased.
+TORCH_FUNCTIONS: dict[str, AliasKind] = {
+    "detach": AliasKind.DETACH,
+    "as_tensor": AliasKind.MAY_RETURN_SELF,
+    "asarray": AliasKind.MAY_RETURN_SELF,
+    **{
+        name: AliasKind.VIEW
+        for name in (
+            "adjoint",
+            "as_strided",
+            "chunk",
+            "diagonal",
+            "flatten",
+            "hsplit",
+            "movedim",
+            "moveaxis",
+            "narrow",
+            "permute",
+            "reshape",
+            "select",
+            "split",
+            "squeeze",
+            "swapaxes",
+            "swapdims",
+            "t",
+            "tensor_split",
+            "transpose",
+            "unbind",
+            "unflatten",
+            "unsqueeze",
+            "view_as_real",
+            "view_as_complex",
+            "vsplit",
+            "dsplit",
+        )
+    },
+}
+
+# The dtype a conversion method produces, where the method name fixes it.
+DTYPE_OF_METHOD: dict[str, str] = {
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+}
+
+# ``torch.<name>`` spellings of dtypes, canonicalised.
+TORCH_DTYPES: dict[str, str] = {
+    "float32": "float32",
+    "float": "float32",
+    "float64": "float64",
+    "double": "float64",
+    "float16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "int64": "int64",
+    "long": "int64",
+    "int32": "int32",
+    "int": "int32",
+    "int16": "int16",
+    "short": "int16",
+    "int8": "int8",
+    "uint8": "uint8",
+    "bool": "bool",
+}
+
+# Methods and builtins whose result is a Python number (immutable: never aliased).
+NUMBER_METHODS: frozenset[str] = frozenset({"item", "numel", "dim", "ndimension", "nelement", "element_size"})
+NUMBER_BUILTINS: frozenset[str] = frozenset({"int", "float", "len", "round", "bool", "abs", "sum", "max", "min"})
+
+
+def method_alias_kind(name: str) -> AliasKind | None:
+    """The alias a tensor method call ``x.name(...)`` produces, or ``None`` for a copy."""
+    if name in DETACH_METHODS:
+        return AliasKind.DETACH
+    if name in VIEW_METHODS:
+        return AliasKind.VIEW
+    if name in MAY_RETURN_SELF_METHODS:
+        return AliasKind.MAY_RETURN_SELF
+    if is_inplace_method(name):
+        return AliasKind.SAME
+    return None
+
+
+def attribute_alias_kind(name: str) -> AliasKind | None:
+    """The alias a tensor attribute ``x.name`` is, or ``None`` if it is not a tensor alias."""
+    if name in DETACH_ATTRIBUTES:
+        return AliasKind.DETACH
+    if name in VIEW_ATTRIBUTES:
+        return AliasKind.VIEW
+    return None
+
+
+def is_inplace_method(name: str) -> bool:
+    """PyTorch's naming convention: ``mul_``, ``div_``, ``clamp_`` mutate and return ``self``."""
+    return name.endswith("_") and not name.startswith("_") and name not in DETACH_METHODS

@@ -1,0 +1,27 @@
+"""The result of an analysis: one reported alias of the backprop tensor."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Finding:
+    """One place where a loss function's report can share storage with its backprop tensor.
+
+    Positions are 1-based lines and columns, the end exclusive, as in ruff's JSON output.
+    """
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    message: str
+    fixable: bool = True
+    report_path: str = dataclasses.field(default="", compare=False)
+    backprop: str = dataclasses.field(default="", compare=False)
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)

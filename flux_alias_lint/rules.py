@@ -1,0 +1,159 @@
+"""The rule catalogue: codes, names and the documentation `flux-alias-lint rule CODE` prints."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .aliasing import AliasKind
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    summary: str
+    doc: str
+
+
+_WHY = """\
+Megatron calls `outputs = loss_func(output_tensor)` and takes the first element as the
+tensor to backpropagate. Since megatron-core 0.8 it rescales that tensor *in place*
+(`output_tensor *= cp_group_size; output_tensor /= num_microbatches`) and only then
+stores the report (the last element) for logging. Anything in the report that shares
+storage with the backprop tensor is rescaled with it: with two microbatches the
+reported loss halves, and nothing warns. At one microbatch the factor is 1, so the bug
+hides until gradient accumulation is turned on."""
+
+RULES: dict[str, Rule] = {
+    rule.code: rule
+    for rule in (
+        Rule(
+            "FAL001",
+            "detached-alias-in-report",
+            "a `.detach()`/`.data` alias of the backprop tensor is in the report",
+            f"""\
+## What it does
+Flags a loss-function return `(loss, report)` or `(loss, num_tokens, report)` whose
+report contains `loss.detach()`, `loss.detach_()`, `torch.detach(loss)` or `loss.data`,
+directly, through local variables, or nested in tuples, lists and dicts.
+
+## Why is this bad?
+`.detach()` and `.data` make a new tensor object that shares storage with `loss`;
+they stop gradients, they do not copy.
+{_WHY}
+
+## Example
+```python
+def loss_func(output_tensor):
+    loss_sum = output_tensor.sum()
+    sample_count = torch.tensor(output_tensor.numel())
+    return loss_sum, {{"loss": (loss_sum.detach(), sample_count.detach())}}
+```
+
+## Fix
+Copy the value that goes into the report:
+```python
+    return loss_sum, {{"loss": (loss_sum.detach().clone(), sample_count.detach())}}
+```
+`flux-alias-lint check --fix` inserts the `.clone()`.
+""",
+        ),
+        Rule(
+            "FAL002",
+            "backprop-tensor-in-report",
+            "the backprop tensor itself is in the report",
+            f"""\
+## What it does
+Flags a loss-function return whose report contains the backprop tensor itself,
+e.g. `return loss, {{"lm loss": loss}}`, directly or through a variable.
+
+## Why is this bad?
+The report holds the very tensor Megatron rescales in place.
+{_WHY}
+The report also keeps the autograd graph of the loss alive.
+
+## Example
+```python
+def loss_func(output_tensor):
+    loss = output_tensor.mean()
+    return loss, {{"lm loss": loss}}
+```
+
+## Fix
+```python
+    return loss, {{"lm loss": loss.detach().clone()}}
+```
+`flux-alias-lint check --fix` inserts `.detach().clone()`.
+""",
+        ),
+        Rule(
+            "FAL003",
+            "view-alias-in-report",
+            "a view of the backprop tensor is in the report",
+            f"""\
+## What it does
+Flags a report entry that is a view of the backprop tensor or of one of its aliases:
+`view`, `view_as`, `reshape`, `flatten`, `squeeze`, `unsqueeze`, `expand`, `transpose`,
+`t`, `T`, `permute`, `movedim`, `narrow`, `select`, `unbind`, `split`, `chunk`,
+`diagonal`, `unflatten`, `as_strided`, basic indexing (`x[0]`, `x[1:]`, `x[None]`,
+`x[...]`) and the other view operations PyTorch lists.
+
+## Why is this bad?
+A view shares storage with its base, so an in-place update of the base shows through it.
+{_WHY}
+
+## Example
+```python
+def loss_func(output_tensor):
+    loss = output_tensor.sum()
+    return loss, {{"loss": loss.detach().view(1)}}
+```
+
+## Fix
+```python
+    return loss, {{"loss": loss.detach().view(1).clone()}}
+```
+""",
+        ),
+        Rule(
+            "FAL004",
+            "may-return-self-conversion-in-report",
+            "a conversion that may return the backprop tensor itself is in the report",
+            f"""\
+## What it does
+Flags a report entry made by a conversion that returns `self` when nothing needs
+converting: `.to(...)`, `.float()`, `.double()`, `.half()`, `.bfloat16()`, `.type(...)`,
+`.type_as(...)`, `.cpu()`, `.cuda()`, `.contiguous()`, `.requires_grad_()`,
+`torch.as_tensor(...)`. Where the dtype is known locally (the tensor was made by
+`.to(torch.bfloat16)`, say) the checker uses it: a conversion to another dtype is a
+copy and is not flagged.
+
+## Why is this bad?
+`loss.float()` copies a bf16 loss but returns the same tensor for an fp32 loss; `.cpu()`
+is a copy on a GPU and a no-op in a CPU test. Whether the report aliases the loss then
+depends on precision and device settings, which is how the bug survives review.
+{_WHY}
+
+## Example
+```python
+def loss_func(output_tensor):
+    loss = output_tensor.float().mean()
+    return loss, {{"loss": loss.detach().float()}}
+```
+
+## Fix
+```python
+    return loss, {{"loss": loss.detach().float().clone()}}
+```
+""",
+        ),
+    )
+}
+
+# The code a chain of alias operations reports: the most doubtful operation decides.
+CODE_FOR_KIND: dict[AliasKind, str] = {
+    AliasKind.SAME: "FAL002",
+    AliasKind.DETACH: "FAL001",
+    AliasKind.VIEW: "FAL003",
+    AliasKind.MAY_RETURN_SELF: "FAL004",
+}
