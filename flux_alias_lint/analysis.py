@@ -1,0 +1,924 @@
+"""Find loss-function returns whose report can share storage with the backprop tensor.
+
+An abstract interpreter over each function body. Every tensor-like value is described
+by the storages it may share (``Alias``): a *token* naming the storage, and the chain of
+operations (detach, view, conversion) that led from that storage to the value. Fresh
+tensors (arithmetic, ``clone``, unknown calls) get a new token per allocation site, so
+a copy never overlaps anything. Containers (dicts, tuples, lists) keep their entries,
+so a report built over several statements is known entry by entry. Branches join,
+loops run twice, and rebinding a name drops its old aliases: exactly the
+flow-sensitivity the rules need.
+
+At each ``return (B, ..., report)`` the aliases of every report leaf are compared with
+B's: overlapping tokens mean Megatron's in-place rescale of B shows through the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+import libcst as cst
+
+from .aliasing import (
+    DTYPE_OF_METHOD,
+    NUMBER_BUILTINS,
+    NUMBER_METHODS,
+    TORCH_DTYPES,
+    TORCH_FUNCTIONS,
+    AliasKind,
+    attribute_alias_kind,
+    method_alias_kind,
+)
+from .rules import CODE_FOR_KIND
+
+# A storage token: a root (an allocation site, a parameter, a free name) plus the
+# constant indices taken from it. ``x[0]`` and ``x[1]`` never overlap; ``x`` and ``x[0]`` do.
+Token = tuple
+Key = str | int | None  # a container key; None = unknown
+
+_SEVERITY = {
+    AliasKind.SAME: 0,
+    AliasKind.DETACH: 1,
+    AliasKind.VIEW: 2,
+    AliasKind.MAY_RETURN_SELF: 3,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    kind: AliasKind
+    label: str  # e.g. ".detach()", "[0]", ".float()"
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    token: Token
+    ops: tuple[Op, ...] = ()
+    # The expression that last produced or passed this value: where a finding points.
+    entry: cst.BaseExpression | None = None
+    # False when `entry` is a container the value was unpacked from (`list(x.chunk(2))`):
+    # there is no expression of the value itself to put `.clone()` after.
+    fixable: bool = True
+
+    @property
+    def detached(self) -> bool:
+        return any(op.kind is AliasKind.DETACH for op in self.ops)
+
+    def derive(self, op: Op, node: cst.BaseExpression, index: Key | None = None, fixable: bool = True) -> Alias:
+        token = self.token if index is None else self.token + (index,)
+        return Alias(token, self.ops + (op,), node, fixable)
+
+
+@dataclasses.dataclass(frozen=True)
+class Val:
+    """What an expression may evaluate to."""
+
+    aliases: frozenset[Alias] = frozenset()
+    container: str | None = None  # "dict" or "seq"
+    items: tuple[tuple[Key, Val], ...] = ()
+    immutable: bool = False  # provably a Python number/str/None: can never alias
+    dtype: str | None = None
+
+    def item(self, key: Key) -> Val:
+        if key is not None:
+            for k, v in self.items:
+                if k == key:
+                    return v
+        found = [v for k, v in self.items if key is None or k is None]
+        return join_all(found) if found else Val()
+
+    def with_item(self, key: Key, value: Val, *, strong: bool = True) -> Val:
+        """Store `value` at `key`; a weak store (unknown key) may or may not overwrite, so it joins."""
+        strong = strong and key is not None
+        items, found = [], False
+        for k, v in self.items:
+            if k == key:
+                found = True
+                items.append((k, value if strong else join(v, value)))
+            else:
+                items.append((k, v))
+        if not found:
+            items.append((key, value))
+        return dataclasses.replace(self, items=tuple(items))
+
+    def entered_at(self, node: cst.BaseExpression) -> Val:
+        """The same value, now passed through ``node`` (its top-level aliases only)."""
+        if not self.aliases:
+            return self
+        return dataclasses.replace(
+            self, aliases=frozenset(dataclasses.replace(a, entry=node, fixable=True) for a in self.aliases)
+        )
+
+
+IMMUTABLE = Val(immutable=True)
+
+
+def join(a: Val, b: Val) -> Val:
+    if a is b:
+        return a
+    items: dict[Key, Val] = {}
+    for k, v in a.items + b.items:
+        items[k] = join(items[k], v) if k in items else v
+    return Val(
+        aliases=a.aliases | b.aliases,
+        container=a.container or b.container,
+        items=tuple(items.items()),
+        immutable=a.immutable and b.immutable,
+        dtype=a.dtype if a.dtype == b.dtype else None,
+    )
+
+
+def join_all(vals: Sequence[Val]) -> Val:
+    out = vals[0]
+    for v in vals[1:]:
+        out = join(out, v)
+    return out
+
+
+Env = dict[str, Val]
+
+
+def join_envs(envs: Sequence[Env | None]) -> Env | None:
+    live = [e for e in envs if e is not None]
+    if not live:
+        return None
+    out = dict(live[0])
+    for env in live[1:]:
+        for name, val in env.items():
+            out[name] = join(out[name], val) if name in out else val
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RawFinding:
+    """A finding before positions, noqa and selection are applied."""
+
+    code: str
+    entry: cst.BaseExpression
+    report_path: str
+    backprop: str
+    detached: bool  # the flagged value already went through a detach: the fix is `.clone()` alone
+    fixable: bool
+
+
+def render_path(path: Sequence[Key]) -> str:
+    parts = []
+    for key in path:
+        if key is None:
+            parts.append("[...]")
+        elif isinstance(key, str):
+            parts.append('["' + key.replace("\\", "\\\\").replace('"', '\\"') + '"]')
+        else:
+            parts.append(f"[{key}]")
+    return "report" + "".join(parts)
+
+
+def _overlap(a: Token, b: Token) -> bool:
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _relative_kind(entry: Alias, backprop: Alias) -> AliasKind:
+    """The most doubtful operation separating the report value from the backprop tensor."""
+    common = 0
+    for x, y in zip(entry.ops, backprop.ops, strict=False):
+        if x != y:
+            break
+        common += 1
+    rest = entry.ops[common:] + backprop.ops[common:]
+    return max((op.kind for op in rest), key=_SEVERITY.__getitem__, default=AliasKind.SAME)
+
+
+def _leaves(val: Val, path: tuple[Key, ...] = ()) -> Iterator[tuple[tuple[Key, ...], Val]]:
+    if val.aliases:
+        yield path, val
+    for key, item in val.items:
+        yield from _leaves(item, path + (key,))
+
+
+def _dotted(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a chain of names, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def _constant_index(node: cst.BaseExpression) -> int | str | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _constant_index(node.expression)
+        return -inner if isinstance(inner, int) else None
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+class _Loop:
+    def __init__(self) -> None:
+        self.breaks: list[Env | None] = []
+        self.continues: list[Env | None] = []
+
+
+class ModuleAnalysis:
+    """Runs the abstract interpreter over every function of one module."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.imports = self._module_imports(module)
+        self.findings: dict[tuple[int, str], RawFinding] = {}
+        self._analyzed: set[int] = set()
+        self._loops: list[_Loop] = []
+
+    # ---- entry points -------------------------------------------------------------
+
+    def run(self) -> list[RawFinding]:
+        for node in _functions_in(self.module, shallow=True):
+            self._analyze_function(node, {})
+        # Functions that flow analysis never reached (unreachable code) still get checked.
+        for node in _functions_in(self.module):
+            if id(node) not in self._analyzed:
+                self._analyze_function(node, {})
+        return list(self.findings.values())
+
+    @staticmethod
+    def _module_imports(module: cst.Module) -> dict[str, str]:
+        """Local name → qualified name for module-level imports (`import torch as t`)."""
+        names: dict[str, str] = {}
+        for stmt in module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        full = _dotted(alias.name) or ""
+                        local = alias.asname.name.value if alias.asname else full.split(".")[0]
+                        names[local] = full if alias.asname else local
+                elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                    mod = _dotted(small.module) if small.module else ""
+                    for alias in small.names:
+                        full = _dotted(alias.name) or ""
+                        local = alias.asname.name.value if alias.asname else full
+                        names[local] = f"{mod}.{full}" if mod else full
+        return names
+
+    def _qualified(self, node: cst.BaseExpression, env: Env) -> str | None:
+        dotted = _dotted(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in env:
+            return None
+        head = self.imports.get(head, head)
+        return f"{head}.{rest}" if rest else head
+
+    # ---- functions ----------------------------------------------------------------
+
+    def _analyze_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env) -> None:
+        self._analyzed.add(id(node))
+        env: Env = dict(closure)
+        for param in _parameters(node.params):
+            env[param] = Val(frozenset({Alias(("param", id(node), param))}))
+        if isinstance(node, cst.Lambda):
+            self._check_return(self._eval(node.body, env), node.body)
+            return
+        saved, self._loops = self._loops, []
+        self._exec_block(node.body.body, env)
+        self._loops = saved
+
+    def _check_return(self, val: Val, node: cst.BaseExpression | None) -> None:
+        if val.container != "seq":
+            return
+        keys = [k for k, _ in val.items]
+        if keys not in ([0, 1], [0, 1, 2]):
+            return
+        backprop, report = val.item(0), val.item(keys[-1])
+        if report.container != "dict" or backprop.immutable or not backprop.aliases:
+            return
+        backprop_src = self._backprop_source(node)
+        for path, leaf in _leaves(report):
+            for alias in leaf.aliases:
+                hits = [b for b in backprop.aliases if _overlap(alias.token, b.token)]
+                if not hits or alias.entry is None:
+                    continue
+                kind = max((_relative_kind(alias, b) for b in hits), key=_SEVERITY.__getitem__)
+                key = (id(alias.entry), render_path(path))
+                old = self.findings.get(key)
+                finding = RawFinding(
+                    CODE_FOR_KIND[kind], alias.entry, key[1], backprop_src, alias.detached, alias.fixable
+                )
+                if old is None or old.code < finding.code:
+                    self.findings[key] = finding
+
+    def _backprop_source(self, node: cst.BaseExpression | None) -> str:
+        if isinstance(node, cst.Tuple) and node.elements:
+            return self.module.code_for_node(node.elements[0].value)
+        return "the first returned element"
+
+    # ---- statements ---------------------------------------------------------------
+
+    def _exec_block(self, body: Sequence[cst.CSTNode], env: Env | None) -> Env | None:
+        for stmt in body:
+            if env is None:
+                return None
+            env = self._exec(stmt, env)
+        return env
+
+    def _exec_suite(self, suite: cst.BaseSuite | None, env: Env | None) -> Env | None:
+        if suite is None or env is None:
+            return env
+        return self._exec_block(suite.body, env)
+
+    def _exec(self, stmt: cst.CSTNode, env: Env) -> Env | None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if env is None:
+                    return None
+                env = self._exec_small(small, env)
+            return env
+        if isinstance(stmt, cst.If):
+            self._eval(stmt.test, env)
+            then = self._exec_suite(stmt.body, dict(env))
+            other = self._exec_orelse(stmt.orelse, dict(env))
+            return join_envs([then, other])
+        if isinstance(stmt, (cst.For, cst.While)):
+            return self._exec_loop(stmt, env)
+        if isinstance(stmt, (cst.Try, cst.TryStar)):
+            return self._exec_try(stmt, env)
+        if isinstance(stmt, cst.With):
+            for item in stmt.items:
+                val = self._eval(item.item, env)
+                if item.asname is not None:
+                    self._bind(item.asname.name, val if val.container else self._fresh(item.item), env)
+            return self._exec_suite(stmt.body, env)
+        if isinstance(stmt, cst.FunctionDef):
+            self._analyze_function(stmt, env)
+            env[stmt.name.value] = IMMUTABLE
+            return env
+        if isinstance(stmt, cst.ClassDef):
+            for inner in _functions_in(stmt, shallow=True):
+                self._analyze_function(inner, env)
+            env[stmt.name.value] = IMMUTABLE
+            return env
+        if isinstance(stmt, cst.Match):
+            self._eval(stmt.subject, env)
+            outs = [self._exec_suite(case.body, dict(env)) for case in stmt.cases]
+            return join_envs(outs + [env])
+        return env
+
+    def _exec_orelse(self, orelse: cst.If | cst.Else | None, env: Env) -> Env | None:
+        if orelse is None:
+            return env
+        if isinstance(orelse, cst.If):
+            return self._exec(orelse, env)
+        return self._exec_suite(orelse.body, env)
+
+    def _exec_loop(self, stmt: cst.For | cst.While, env: Env) -> Env | None:
+        loop = _Loop()
+        self._loops.append(loop)
+        state: Env | None = env
+        # Twice: the second pass sees what the first bound (enough for alias chains).
+        for _ in range(2):
+            assert state is not None
+            body_env = dict(state)
+            if isinstance(stmt, cst.For):
+                self._bind(stmt.target, self._element_of(self._eval(stmt.iter, body_env), stmt.iter), body_env)
+            else:
+                self._eval(stmt.test, body_env)
+            end = self._exec_suite(stmt.body, body_env)
+            state = join_envs([state, end, *loop.continues])
+        self._loops.pop()
+        assert state is not None
+        after = self._exec_orelse(stmt.orelse, dict(state)) if stmt.orelse else state
+        return join_envs([after, *loop.breaks])
+
+    def _exec_try(self, stmt: cst.Try | cst.TryStar, env: Env) -> Env | None:
+        body = self._exec_suite(stmt.body, dict(env))
+        # An exception can leave at any point: handlers start from before or after the body.
+        start = join_envs([env, body])
+        outs = []
+        for handler in stmt.handlers:
+            henv = dict(start) if start is not None else {}
+            if handler.name is not None:
+                self._bind(handler.name.name, IMMUTABLE, henv)
+            outs.append(self._exec_suite(handler.body, henv))
+        normal = self._exec_orelse(stmt.orelse, dict(body)) if body is not None and stmt.orelse else body
+        result = join_envs([normal, *outs])
+        if stmt.finalbody is not None:
+            fin_env = dict(result) if result is not None else dict(start or env)
+            fin = self._exec_suite(stmt.finalbody, fin_env)
+            return fin if result is not None else None
+        return result
+
+    def _exec_small(self, small: cst.BaseSmallStatement, env: Env) -> Env | None:
+        if isinstance(small, cst.Return):
+            val = self._eval(small.value, env) if small.value is not None else IMMUTABLE
+            self._check_return(val, small.value)
+            return None
+        if isinstance(small, cst.Raise):
+            if small.exc is not None:
+                self._eval(small.exc, env)
+            return None
+        if isinstance(small, (cst.Break, cst.Continue)):
+            if self._loops:
+                target = self._loops[-1].breaks if isinstance(small, cst.Break) else self._loops[-1].continues
+                target.append(dict(env))
+            return None
+        if isinstance(small, cst.Assign):
+            val = self._eval(small.value, env)
+            for target in small.targets:
+                self._bind(target.target, val, env)
+            return env
+        if isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                self._bind(small.target, self._eval(small.value, env), env)
+            return env
+        if isinstance(small, cst.AugAssign):
+            self._exec_augassign(small, env)
+            return env
+        if isinstance(small, cst.Expr):
+            self._eval(small.value, env)
+            return env
+        if isinstance(small, cst.Del):
+            for name in _target_names(small.target):
+                env.pop(name, None)
+            return env
+        return env
+
+    def _exec_augassign(self, small: cst.AugAssign, env: Env) -> None:
+        rhs = self._eval(small.value, env)
+        current = self._eval(small.target, env)
+        if current.immutable:
+            # `total += x`: a number stays a number only if x is one; else a fresh tensor.
+            new = IMMUTABLE if rhs.immutable else self._fresh(small)
+        elif current.container == "seq" and isinstance(small.operator, cst.AddAssign):
+            new = current.with_item(None, self._element_of(rhs, small.value), strong=False)
+        else:
+            return  # a tensor: `loss /= n` is in place, every alias stays
+        self._bind(small.target, new, env)
+
+    # ---- binding ------------------------------------------------------------------
+
+    def _bind(self, target: cst.BaseExpression, val: Val, env: Env) -> None:
+        if isinstance(target, cst.Name):
+            env[target.value] = val
+            return
+        if isinstance(target, cst.Attribute):
+            dotted = _dotted(target)
+            if dotted is not None:
+                for name in [n for n in env if n.startswith(dotted + ".")]:
+                    del env[name]
+                env[dotted] = val
+            return
+        if isinstance(target, cst.Subscript):
+            self._store_item(target, val, env)
+            return
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = target.elements
+            starred = any(isinstance(e, cst.StarredElement) for e in elements)
+            known = val.container == "seq" and all(isinstance(k, int) for k, _ in val.items)
+            for i, element in enumerate(elements):
+                if isinstance(element, cst.StarredElement):
+                    self._bind(element.value, Val(container="seq", items=((None, self._element_of(val, target)),)), env)
+                elif known and not starred and len(val.items) == len(elements):
+                    self._bind(element.value, val.item(i), env)
+                else:
+                    self._bind(element.value, self._element_of(val, target), env)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._bind(target.value, Val(container="seq", items=((None, self._element_of(val, target)),)), env)
+
+    def _store_item(self, target: cst.Subscript, val: Val, env: Env) -> None:
+        """`d[k] = v` on a tracked container updates it; on a tensor it is an in-place write."""
+        owner = _dotted(target.value)
+        if owner is None or len(target.slice) != 1:
+            return
+        current = env.get(owner)
+        index = target.slice[0].slice
+        key = _constant_index(index.value) if isinstance(index, cst.Index) else None
+        if current is None or (current.container is None and current.aliases):
+            return
+        base = current if current.container else dataclasses.replace(current, container="dict")
+        env[owner] = base.with_item(key, val, strong=key is not None)
+
+    def _element_of(self, val: Val, node: cst.BaseExpression) -> Val:
+        """What iterating or unpacking `val` yields."""
+        if val.container:
+            if not val.items:
+                return Val()
+            if val.container == "dict":
+                keys = [k for k, _ in val.items]
+                return IMMUTABLE if all(isinstance(k, str) for k in keys) else Val()
+            return join_all([v for _, v in val.items])
+        if val.aliases:
+            # Iterating a tensor yields views of it (unbind).
+            op = Op(AliasKind.VIEW, "[i]")
+            return Val(frozenset(a.derive(op, node, fixable=False) for a in val.aliases), dtype=val.dtype)
+        return Val(immutable=val.immutable)
+
+    # ---- expressions --------------------------------------------------------------
+
+    def _fresh(self, node: cst.CSTNode, dtype: str | None = None) -> Val:
+        """A new tensor allocated at `node` (a copy, an arithmetic result, an unknown call)."""
+        return Val(frozenset({Alias(("site", id(node)), (), node)}), dtype=dtype)
+
+    def _eval(self, node: cst.BaseExpression, env: Env) -> Val:
+        method = getattr(self, "_eval_" + type(node).__name__, None)
+        if method is not None:
+            return method(node, env)
+        if isinstance(node, (cst.BaseNumber, cst.BaseString, cst.Ellipsis)):
+            return IMMUTABLE
+        for child in node.children:
+            if isinstance(child, cst.BaseExpression):
+                self._eval(child, env)
+        return self._fresh(node)
+
+    def _eval_Name(self, node: cst.Name, env: Env) -> Val:
+        if node.value in env:
+            return env[node.value].entered_at(node)
+        if node.value in ("None", "True", "False"):
+            return IMMUTABLE
+        return Val(frozenset({Alias(("free", node.value), (), node)}))
+
+    def _eval_Attribute(self, node: cst.Attribute, env: Env) -> Val:
+        qualified = self._qualified(node, env)
+        if qualified is not None and qualified.startswith("torch."):
+            return IMMUTABLE  # torch.float32, torch.bfloat16 and the like
+        dotted = _dotted(node)
+        if dotted is not None and dotted in env:
+            return env[dotted].entered_at(node)
+        base = self._eval(node.value, env)
+        kind = attribute_alias_kind(node.attr.value)
+        if kind is not None and base.aliases:
+            op = Op(kind, "." + node.attr.value)
+            return Val(frozenset(a.derive(op, node) for a in base.aliases), dtype=base.dtype)
+        if dotted is not None:
+            return Val(frozenset({Alias(("free", dotted), (), node)}))
+        return self._fresh(node)
+
+    def _eval_Subscript(self, node: cst.Subscript, env: Env) -> Val:
+        base = self._eval(node.value, env)
+        indices = [self._eval_slice(s.slice, env) for s in node.slice]
+        if base.container:
+            key = indices[0][0] if len(indices) == 1 and indices[0][1] == "const" else None
+            if isinstance(key, int) and key < 0 and base.container == "seq":
+                key += len(base.items)
+            return base.item(key).entered_at(node) if base.items else Val()
+        if not base.aliases:
+            return Val(immutable=base.immutable)
+        if all(kind in ("const", "basic") for _, kind in indices):
+            consts = [key for key, kind in indices if kind == "const" and isinstance(key, int)]
+            # A single constant index narrows the storage (x[0] and x[1] are disjoint).
+            index = consts[0] if len(indices) == 1 and consts else None
+            op = Op(AliasKind.VIEW, "[" + ", ".join(self.module.code_for_node(s.slice) for s in node.slice) + "]")
+            return Val(frozenset(a.derive(op, node, index) for a in base.aliases), dtype=base.dtype)
+        return self._fresh(node, base.dtype)  # advanced indexing copies
+
+    def _eval_slice(self, item: cst.BaseSlice, env: Env) -> tuple[Key, str]:
+        """Classify one index: a constant, a basic view index, or anything else."""
+        if isinstance(item, cst.Slice):
+            for part in (item.lower, item.upper, item.step):
+                if part is not None:
+                    self._eval(part, env)
+            return None, "basic"
+        assert isinstance(item, cst.Index)
+        value = item.value
+        const = _constant_index(value)
+        if const is not None:
+            return const, "const"
+        if isinstance(value, (cst.Ellipsis)) or (isinstance(value, cst.Name) and value.value == "None"):
+            return None, "basic"
+        val = self._eval(value, env)
+        return None, "basic" if val.immutable else "other"
+
+    def _eval_Tuple(self, node: cst.Tuple, env: Env) -> Val:
+        return self._sequence(node.elements, env)
+
+    def _eval_List(self, node: cst.List, env: Env) -> Val:
+        return self._sequence(node.elements, env)
+
+    def _sequence(self, elements: Sequence[cst.BaseElement], env: Env) -> Val:
+        items: list[tuple[Key, Val]] = []
+        unknown = False
+        for element in elements:
+            val = self._eval(element.value, env)
+            if isinstance(element, cst.StarredElement):
+                items.append((None, self._element_of(val, element.value)))
+                unknown = True
+            else:
+                items.append((None if unknown else len(items), val))
+        return Val(container="seq", items=tuple(items))
+
+    def _eval_Dict(self, node: cst.Dict, env: Env) -> Val:
+        result = Val(container="dict")
+        for element in node.elements:
+            if isinstance(element, cst.StarredDictElement):
+                other = self._eval(element.value, env)
+                for key, val in other.items:
+                    result = result.with_item(key, val, strong=key is not None)
+            else:
+                self._eval(element.key, env)
+                key = _constant_index(element.key)
+                result = result.with_item(key, self._eval(element.value, env), strong=key is not None)
+        return result
+
+    def _eval_IfExp(self, node: cst.IfExp, env: Env) -> Val:
+        self._eval(node.test, env)
+        return join(self._eval(node.body, env), self._eval(node.orelse, env))
+
+    def _eval_BooleanOperation(self, node: cst.BooleanOperation, env: Env) -> Val:
+        return join(self._eval(node.left, env), self._eval(node.right, env))
+
+    def _eval_NamedExpr(self, node: cst.NamedExpr, env: Env) -> Val:
+        val = self._eval(node.value, env)
+        self._bind(node.target, val, env)
+        return val
+
+    def _eval_BinaryOperation(self, node: cst.BinaryOperation, env: Env) -> Val:
+        left, right = self._eval(node.left, env), self._eval(node.right, env)
+        if left.immutable and right.immutable:
+            return IMMUTABLE
+        return self._fresh(node)
+
+    def _eval_UnaryOperation(self, node: cst.UnaryOperation, env: Env) -> Val:
+        val = self._eval(node.expression, env)
+        return IMMUTABLE if val.immutable or isinstance(node.operator, cst.Not) else self._fresh(node)
+
+    def _eval_Comparison(self, node: cst.Comparison, env: Env) -> Val:
+        self._eval(node.left, env)
+        for target in node.comparisons:
+            self._eval(target.comparator, env)
+        return self._fresh(node)
+
+    def _eval_Lambda(self, node: cst.Lambda, env: Env) -> Val:
+        self._analyze_function(node, env)
+        return IMMUTABLE
+
+    def _comprehension_env(self, node: cst.BaseComp, env: Env) -> Env:
+        inner = dict(env)
+        clause: cst.CompFor | None = node.for_in
+        while clause is not None:
+            self._bind(clause.target, self._element_of(self._eval(clause.iter, inner), clause.iter), inner)
+            for cond in clause.ifs:
+                self._eval(cond.test, inner)
+            clause = clause.inner_for_in
+        return inner
+
+    def _eval_ListComp(self, node: cst.ListComp, env: Env) -> Val:
+        inner = self._comprehension_env(node, env)
+        return Val(container="seq", items=((None, self._eval(node.elt, inner)),))
+
+    _eval_GeneratorExp = _eval_ListComp
+
+    def _eval_SetComp(self, node: cst.SetComp, env: Env) -> Val:
+        self._eval(node.elt, self._comprehension_env(node, env))
+        return self._fresh(node)
+
+    def _eval_DictComp(self, node: cst.DictComp, env: Env) -> Val:
+        inner = self._comprehension_env(node, env)
+        self._eval(node.key, inner)
+        return Val(container="dict", items=((None, self._eval(node.value, inner)),))
+
+    # ---- calls --------------------------------------------------------------------
+
+    def _eval_Call(self, node: cst.Call, env: Env) -> Val:
+        func = node.func
+        qualified = self._qualified(func, env)
+        if qualified is not None:
+            handled = self._call_function(qualified, node, env)
+            if handled is not None:
+                return handled
+        if isinstance(func, cst.Attribute):
+            return self._call_method(func, node, env)
+        self._eval(func, env)
+        for arg in node.args:
+            self._eval(arg.value, env)
+        return self._fresh(node)
+
+    def _args(self, node: cst.Call, env: Env) -> tuple[list[Val], dict[str, Val]]:
+        positional: list[Val] = []
+        keywords: dict[str, Val] = {}
+        for arg in node.args:
+            val = self._eval(arg.value, env)
+            if arg.keyword is not None:
+                keywords[arg.keyword.value] = val
+            elif arg.star == "":
+                positional.append(val)
+        return positional, keywords
+
+    def _call_function(self, name: str, node: cst.Call, env: Env) -> Val | None:
+        """Calls by qualified name: builtins, `torch.*`, `copy.*`, mapping constructors."""
+        if name in NUMBER_BUILTINS:
+            self._args(node, env)
+            return IMMUTABLE
+        if name in _MAPPING_CONSTRUCTORS:
+            return self._call_dict(name, node, env)
+        if name in ("list", "tuple"):
+            positional, _ = self._args(node, env)
+            if not positional:
+                return Val(container="seq")
+            return Val(container="seq", items=((None, self._element_of(positional[0], node)),))
+        if name in ("max", "min") and len(node.args) > 1:
+            positional, _ = self._args(node, env)
+            return join_all(positional).entered_at(node) if positional else self._fresh(node)
+        if name in ("copy.deepcopy",):
+            positional, _ = self._args(node, env)
+            return _without_aliases(positional[0]) if positional else Val()
+        if name == "copy.copy":
+            positional, _ = self._args(node, env)
+            if positional and positional[0].container:
+                return positional[0]
+            return self._fresh(node)
+        if name.startswith("torch."):
+            return self._call_torch(name[len("torch.") :], node, env)
+        return None
+
+    def _call_dict(self, name: str, node: cst.Call, env: Env) -> Val:
+        positional, keywords = self._args(node, env)
+        result = Val(container="dict")
+        if positional and positional[0].container == "dict":
+            result = dataclasses.replace(positional[0], aliases=frozenset())
+        for key, val in keywords.items():
+            result = result.with_item(key, val)
+        for arg in node.args:
+            if arg.star == "**":
+                for key, val in self._eval(arg.value, env).items:
+                    result = result.with_item(key, val, strong=key is not None)
+        return result
+
+    def _call_torch(self, name: str, node: cst.Call, env: Env) -> Val:
+        positional, _ = self._args(node, env)
+        dtype = _keyword_dtype(node)
+        kind = TORCH_FUNCTIONS.get(name)
+        if kind is None or not positional:
+            return self._fresh(node, dtype)
+        source = positional[0]
+        if kind is AliasKind.MAY_RETURN_SELF:
+            if dtype is not None and source.dtype is not None and dtype != source.dtype:
+                return self._fresh(node, dtype)
+            dtype = dtype or source.dtype
+        else:
+            dtype = source.dtype
+        return self._derived(source, Op(kind, f"torch.{name}()"), node, dtype)
+
+    def _derived(self, source: Val, op: Op, node: cst.BaseExpression, dtype: str | None) -> Val:
+        """Apply an aliasing op to every storage `source` may share (or to a tracked container)."""
+        if not source.aliases:
+            return Val(immutable=source.immutable, dtype=dtype)
+        return Val(frozenset(a.derive(op, node) for a in source.aliases), dtype=dtype)
+
+    def _call_method(self, func: cst.Attribute, node: cst.Call, env: Env) -> Val:
+        name = func.attr.value
+        receiver = self._eval(func.value, env)
+        if receiver.container:
+            return self._container_method(receiver, func, node, env)
+        positional, keywords = self._args(node, env)
+        if name in NUMBER_METHODS or name == "tolist":
+            return IMMUTABLE
+        kind = method_alias_kind(name)
+        if kind is None:
+            dtype = receiver.dtype if name == "clone" else None
+            return self._fresh(node, dtype)
+        dtype = receiver.dtype
+        if kind is AliasKind.MAY_RETURN_SELF:
+            target = self._conversion_dtype(name, positional, keywords, node)
+            copies = "copy" in keywords and _is_true(node, "copy")
+            if copies or (target is not None and receiver.dtype is not None and target != receiver.dtype):
+                return self._fresh(node, target)
+            dtype = target or receiver.dtype
+        return self._derived(receiver, Op(kind, f".{name}()"), node, dtype)
+
+    def _conversion_dtype(
+        self, name: str, positional: list[Val], keywords: dict[str, Val], node: cst.Call
+    ) -> str | None:
+        if name in DTYPE_OF_METHOD:
+            return DTYPE_OF_METHOD[name]
+        if name in ("to", "type"):
+            found = _keyword_dtype(node)
+            if found is not None:
+                return found
+            for arg in node.args:
+                if arg.keyword is None:
+                    found = _dtype_literal(arg.value)
+                    if found is not None:
+                        return found
+            if name == "to" and positional and positional[0].dtype is not None:
+                return positional[0].dtype  # .to(other_tensor)
+        if name == "type_as" and positional:
+            return positional[0].dtype
+        return None
+
+    def _container_method(self, receiver: Val, func: cst.Attribute, node: cst.Call, env: Env) -> Val:
+        """dict/list methods: reads return entries; mutations update the tracked container."""
+        name = func.attr.value
+        positional, keywords = self._args(node, env)
+        owner = _dotted(func.value)
+        key = _constant_index(node.args[0].value) if node.args and node.args[0].keyword is None else None
+        updated: Val | None = None
+        result: Val = IMMUTABLE
+        if name in ("get", "pop", "setdefault") and positional:
+            default = positional[1] if len(positional) > 1 else IMMUTABLE
+            present = key is not None and any(k == key for k, _ in receiver.items)
+            if name == "setdefault" and not present:
+                updated = receiver.with_item(key, default)
+                result = default
+            else:
+                result = receiver.item(key) if present else join(receiver.item(key), default)
+            if name == "pop" and present:
+                updated = dataclasses.replace(receiver, items=tuple((k, v) for k, v in receiver.items if k != key))
+            result = result.entered_at(node)
+        elif name == "update":
+            updated = receiver
+            for val in positional:
+                for k, v in val.items:
+                    updated = updated.with_item(k, v, strong=k is not None)
+            for k, v in keywords.items():
+                updated = updated.with_item(k, v)
+        elif name in ("append", "insert") and positional:
+            updated = receiver.with_item(None, positional[-1], strong=False)
+        elif name == "extend" and positional:
+            updated = receiver.with_item(None, self._element_of(positional[0], node), strong=False)
+        elif name == "clear":
+            updated = dataclasses.replace(receiver, items=())
+        elif name == "copy":
+            result = receiver
+        elif name == "values":
+            result = (
+                Val(container="seq", items=((None, receiver.item(None)),)) if receiver.items else Val(container="seq")
+            )
+        elif name == "items":
+            pair = Val(container="seq", items=((0, IMMUTABLE), (1, receiver.item(None) if receiver.items else Val())))
+            result = Val(container="seq", items=((None, pair),))
+        if updated is not None and owner is not None:
+            env[owner] = updated
+        return result
+
+
+_MAPPING_CONSTRUCTORS = frozenset(
+    {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict"}
+)
+
+
+def _without_aliases(val: Val) -> Val:
+    return dataclasses.replace(val, aliases=frozenset(), items=tuple((k, _without_aliases(v)) for k, v in val.items))
+
+
+def _dtype_literal(node: cst.BaseExpression) -> str | None:
+    """`torch.bfloat16` → "bfloat16"; strings like "torch.FloatTensor" are not tracked."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "torch":
+        return TORCH_DTYPES.get(node.attr.value)
+    return None
+
+
+def _keyword_dtype(node: cst.Call) -> str | None:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "dtype":
+            return _dtype_literal(arg.value)
+    return None
+
+
+def _is_true(node: cst.Call, keyword: str) -> bool:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return isinstance(arg.value, cst.Name) and arg.value.value == "True"
+    return False
+
+
+def _parameters(params: cst.Parameters) -> Iterator[str]:
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        yield param.name.value
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            yield star.name.value
+
+
+def _target_names(node: cst.BaseExpression) -> Iterator[str]:
+    dotted = _dotted(node)
+    if dotted is not None:
+        yield dotted
+    elif isinstance(node, (cst.Tuple, cst.List)):
+        for element in node.elements:
+            yield from _target_names(element.value)
+
+
+def _functions_in(root: cst.CSTNode, shallow: bool = False) -> Iterator[cst.FunctionDef | cst.Lambda]:
+    """Functions and lambdas under `root`; with `shallow`, only those not inside another one."""
+    for child in root.children:
+        if isinstance(child, (cst.FunctionDef, cst.Lambda)):
+            yield child
+            if shallow:
+                continue
+        if shallow and isinstance(child, cst.ClassDef):
+            yield from _functions_in(child, shallow)
+            continue
+        yield from _functions_in(child, shallow)
+
+
+def analyze_module(module: cst.Module) -> list[RawFinding]:
+    """Every alias of a backprop tensor in a loss-function report, in source order."""
+    return ModuleAnalysis(module).run()

@@ -1,0 +1,137 @@
+"""Check and fix one source text: parse → analyse → positions, noqa, selection → findings or fixed text."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .analysis import RawFinding, analyze_module
+from .finding import Finding
+from .fixer import Edit, apply_edits, line_offsets, make_edit
+from .noqa import is_suppressed, parse_suppressions
+from .rules import RULES
+from .source import SourceError, SourceFile, decode, parse
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """Which codes are reported: prefixes, as in ruff (`FAL`, `FAL00`, `FAL001`); ignore wins."""
+
+    select: tuple[str, ...] = ("FAL",)
+    ignore: tuple[str, ...] = ()
+
+    def enabled(self, code: str) -> bool:
+        return any(code.startswith(p) for p in self.select) and not any(code.startswith(p) for p in self.ignore)
+
+
+DEFAULT_SELECTION = Selection()
+
+_RELATION = {
+    "FAL001": "is a detached alias of",
+    "FAL002": "is",
+    "FAL003": "is a view sharing storage with",
+    "FAL004": "may return the same storage as",
+}
+
+
+def _message(raw: RawFinding, expression: str) -> str:
+    if len(expression) > 60 or "\n" in expression:
+        expression = expression.replace("\n", " ")[:57] + "..."
+    return (
+        f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`, "
+        f"which Megatron rescales in place before reading the report; copy it with .clone()"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Located:
+    finding: Finding
+    edit: Edit | None
+
+
+def _analyze(source: SourceFile, selection: Selection) -> list[_Located]:
+    module = parse(source)
+    try:
+        raws = analyze_module(module)
+    except RecursionError:
+        raise SourceError(source.path, "too deeply nested to analyse") from None
+    if not raws:
+        return []
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    suppressions = parse_suppressions(source.text)
+    offsets = line_offsets(source.text)
+    located = []
+    for raw in raws:
+        if not selection.enabled(raw.code):
+            continue
+        span = positions[raw.entry]
+        if is_suppressed(suppressions, raw.code, (span.start.line, span.end.line)):
+            continue
+        finding = Finding(
+            path=source.path,
+            line=span.start.line,
+            column=span.start.column + 1,
+            end_line=span.end.line,
+            end_column=span.end.column + 1,
+            code=raw.code,
+            message=_message(raw, module.code_for_node(raw.entry)),
+            fixable=raw.fixable,
+            report_path=raw.report_path,
+            backprop=raw.backprop,
+        )
+        edit = None
+        if raw.fixable:
+            edit = make_edit(
+                offsets,
+                (span.start.line, span.start.column),
+                (span.end.line, span.end.column),
+                type(raw.entry).__name__,
+                raw.detached,
+            )
+        located.append(_Located(finding, edit))
+    located.sort(key=lambda item: item.finding)
+    return located
+
+
+def _as_source(source: str | bytes, path: str) -> SourceFile:
+    if isinstance(source, bytes):
+        return decode(source, path)
+    return SourceFile(path, source, "utf-8")
+
+
+def check_source(
+    source: str | bytes, path: str = "<string>", selection: Selection = DEFAULT_SELECTION
+) -> list[Finding]:
+    """Findings for one module's source, sorted by position. Raises `SourceError` if it cannot be parsed."""
+    return [item.finding for item in _analyze(_as_source(source, path), selection)]
+
+
+@dataclasses.dataclass(frozen=True)
+class FixResult:
+    text: str  # the fixed text (the original when nothing was fixed)
+    fixed: int  # how many findings the fix removed
+    remaining: list[Finding]  # findings still there afterwards
+
+
+def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> FixResult:
+    """Fix every fixable finding; refuses (SourceError) a result that does not parse back."""
+    before = _analyze(source, selection)
+    edits = [item.edit for item in before if item.edit is not None]
+    if not edits:
+        return FixResult(source.text, 0, [item.finding for item in before])
+    text = apply_edits(source.text, edits)
+    try:
+        after = _analyze(dataclasses.replace(source, text=text), selection)
+    except SourceError as exc:
+        raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
+    remaining = [item.finding for item in after]
+    return FixResult(text, len(before) - len(remaining), remaining)
+
+
+def fix_source(source: str, selection: Selection = DEFAULT_SELECTION) -> str:
+    """The source with every fixable finding turned into a copy; unchanged if there is none."""
+    return fix_text(SourceFile("<string>", source, "utf-8"), selection).text
+
+
+__all__ = ["RULES", "Finding", "FixResult", "Selection", "SourceError", "check_source", "fix_source", "fix_text"]

@@ -1,0 +1,159 @@
+"""The command line: exit codes, formats, noqa, config, stdin, --diff, unparsable files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flux_alias_lint.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
+FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n'
+CLEAN = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.item()}\n'
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "bug.py").write_text(BUG)
+    (tmp_path / "pkg" / "clean.py").write_text(CLEAN)
+    return tmp_path
+
+
+def test_exit_codes_and_text_format(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "pkg/clean.py"]) == 0
+    assert "All checks passed!" in capsys.readouterr().out
+    assert main(["check", "pkg"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith('pkg/bug.py:3:27: FAL001 report["loss"] = `loss.detach()`')
+    assert main(["check", "pkg", "--exit-zero"]) == 0
+
+
+def test_json_format(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "pkg", "--format", "json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)
+    assert {k: row[k] for k in ("path", "line", "column", "end_line", "end_column", "code", "fixable")} == {
+        "path": "pkg/bug.py",
+        "line": 3,
+        "column": 27,
+        "end_line": 3,
+        "end_column": 40,
+        "code": "FAL001",
+        "fixable": True,
+    }
+    assert "loss" in row["message"]
+
+
+def test_fix_rewrites_and_then_checks_clean(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "pkg", "--fix"]) == 0
+    assert "1 fixed, 0 remaining" in capsys.readouterr().out
+    assert (tree / "pkg" / "bug.py").read_text() == FIXED
+    assert (tree / "pkg" / "clean.py").read_text() == CLEAN
+    assert main(["check", "pkg"]) == 0
+
+
+def test_diff_writes_nothing(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "pkg", "--diff"]) == 1
+    out = capsys.readouterr().out
+    assert '-    return loss, {"loss": loss.detach()}' in out
+    assert '+    return loss, {"loss": loss.detach().clone()}' in out
+    assert (tree / "pkg" / "bug.py").read_text() == BUG
+    assert main(["check", "pkg/clean.py", "--diff"]) == 0
+
+
+def test_noqa(tree: Path) -> None:
+    (tree / "pkg" / "bug.py").write_text(BUG.replace("detach()}", "detach()}  # noqa: FAL001"))
+    assert main(["check", "pkg"]) == 0
+    (tree / "pkg" / "bug.py").write_text(BUG.replace("detach()}", "detach()}  # noqa: FAL003"))
+    assert main(["check", "pkg"]) == 1
+    (tree / "pkg" / "bug.py").write_text(BUG.replace("detach()}", "detach()}  # noqa"))
+    assert main(["check", "pkg"]) == 0
+
+
+def test_select_ignore_and_config(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "pkg", "--ignore", "FAL001"]) == 0
+    assert main(["check", "pkg", "--select", "FAL002,FAL003"]) == 0
+    assert main(["check", "pkg", "--select", "FAL00"]) == 1
+    (tree / "pyproject.toml").write_text('[tool.flux-alias-lint]\nignore = ["FAL001"]\n')
+    assert main(["check", "pkg"]) == 0
+    (tree / "pyproject.toml").write_text('[tool.flux-alias-lint]\nextend-exclude = ["bug.py"]\n')
+    assert main(["check", "pkg"]) == 0
+    (tree / "pyproject.toml").write_text('[tool.flux-alias-lint]\nselekt = ["FAL"]\n')
+    capsys.readouterr()
+    assert main(["check", "pkg"]) == 2
+    assert "unknown option(s)" in capsys.readouterr().err
+    assert main(["check", "pkg", "--config", str(tree / "missing.toml")]) == 2
+
+
+def test_unknown_selector_is_a_usage_error(tree: Path) -> None:
+    assert main(["check", "pkg", "--select", "E501"]) == 2
+
+
+def test_bad_files_are_reported_and_others_still_checked(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "pkg" / "broken.py").write_text("def f(:\n")
+    (tree / "pkg" / "py2.py").write_text('print "hello"\n')
+    (tree / "pkg" / "binary.py").write_bytes(b"\x00\x01\x02")
+    (tree / "pkg" / "latin.py").write_bytes(b"x = '\xe9'\n")
+    assert main(["check", "pkg", "nope.py"]) == 2
+    captured = capsys.readouterr()
+    assert "pkg/bug.py:3:27: FAL001" in captured.out
+    errors = captured.err.splitlines()
+    assert len(errors) == 5
+    assert "Traceback" not in captured.err
+    assert any("pkg/py2.py: syntax error at 1:1: Missing parentheses" in e for e in errors)
+    assert any("pkg/binary.py: contains NUL bytes" in e for e in errors)
+    assert any("pkg/latin.py: not valid utf-8" in e for e in errors)
+    assert any("nope.py: no such file or directory" in e for e in errors)
+
+
+def test_declared_latin1_file_is_checked_and_fixed_in_its_encoding(tree: Path) -> None:
+    source = ("# -*- coding: latin-1 -*-\n# caf\xe9\n" + BUG).encode("latin-1")
+    (tree / "pkg" / "bug.py").write_bytes(source)
+    assert main(["check", "pkg", "--fix"]) == 0
+    assert (tree / "pkg" / "bug.py").read_bytes() == ("# -*- coding: latin-1 -*-\n# caf\xe9\n" + FIXED).encode(
+        "latin-1"
+    )
+
+
+def test_crlf_and_bom_survive_the_fix(tree: Path) -> None:
+    (tree / "pkg" / "bug.py").write_bytes(b"\xef\xbb\xbf" + BUG.replace("\n", "\r\n").encode())
+    assert main(["check", "pkg", "--fix"]) == 0
+    assert (tree / "pkg" / "bug.py").read_bytes() == b"\xef\xbb\xbf" + FIXED.replace("\n", "\r\n").encode()
+
+
+def test_stdin(tree: Path) -> None:
+    cmd = [sys.executable, "-m", "flux_alias_lint", "check", "-", "--stdin-filename", "x.py"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(cmd, check=False, input=BUG, capture_output=True, text=True, env=env)
+    assert run.returncode == 1 and run.stdout.startswith("x.py:3:27: FAL001")
+    run = subprocess.run([*cmd, "--fix"], check=False, input=BUG, capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and run.stdout == FIXED
+    run = subprocess.run(cmd, check=False, input="def f(:\n", capture_output=True, text=True, env=env)
+    assert run.returncode == 2 and run.stderr.startswith("flux-alias-lint: error: x.py: syntax error")
+
+
+def test_rule_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rule", "FAL001"]) == 0
+    doc = capsys.readouterr().out
+    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Fix"):
+        assert heading in doc
+    assert main(["rule", "FAL999"]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    capsys.readouterr()
+    assert main(["rule"]) == 0
+    assert "FAL004" in capsys.readouterr().out
+
+
+def test_statistics(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "pkg", "--statistics"]) == 1
+    assert capsys.readouterr().out.split() == ["1", "FAL001", "[*]", "detached-alias-in-report"]
