@@ -1,0 +1,198 @@
+"""Every fixture is honest at run time: it goes through megatron-core's real in-place rescale.
+
+``forward_step_calc_loss`` calls the fixture's ``loss_func``, rescales the backprop tensor in place
+(``*= cp_group_size; /= num_microbatches`` for a 2-tuple, ``/= num_tokens; /= num_microbatches``
+for a 3-tuple) and stores the report. A snapshot taken right after ``loss_func`` returns is
+compared with the stored report: a positive (or a noqa-suppressed alias) must move, a negative
+must not, and a fixed positive must not move while returning the same loss and gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.util
+import itertools
+import json
+import pathlib
+import types
+
+import pytest
+import torch
+from fixture_corpus import (
+    CheckerCase,
+    FixerPair,
+    Kind,
+    checker_cases,
+    fixer_pairs,
+    read_source,
+    report_path_pattern,
+)
+from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
+
+import flux_alias_lint
+
+BASE = (0.5, 1.25, 2.0, 3.5)  # no zero sums or products: every alias visibly moves
+NUM_MICROBATCHES = 2
+CP_GROUP_SIZE = 3  # != NUM_MICROBATCHES, or the 2-tuple factor cancels
+
+CHECKER_CASES = checker_cases()
+FIXER_PAIRS = fixer_pairs()
+_module_ids = itertools.count()
+
+
+def _load_loss_func(path: pathlib.Path):
+    """Import a fixture by path under a fresh, unique module name and return its ``loss_func``."""
+    name = f"_flux_alias_fixture_{next(_module_ids)}_{path.stem.replace('.', '_')}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.loss_func
+
+
+def _snapshot(value):
+    """A deep copy of a report that shares no storage with anything."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {key: _snapshot(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(item) for item in value)
+    return copy.deepcopy(value)
+
+
+def _key(key) -> str:
+    """A report path step spelled as in ``.expected`` files: ``["lm loss"]``, ``[0]``."""
+    return f"[{json.dumps(key, ensure_ascii=False)}]" if isinstance(key, str) else f"[{key!r}]"
+
+
+def _differences(before, after, path: str = "report") -> dict[str, str]:
+    """Where two (snapshot, stored) values differ, by report path: structure, dtype or values."""
+    if isinstance(before, torch.Tensor) or isinstance(after, torch.Tensor):
+        if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)):
+            return {path: f"{before!r} -> {after!r}"}
+        after = after.detach()
+        if before.dtype != after.dtype or before.shape != after.shape or not torch.equal(before, after):
+            return {path: f"{before.tolist()} -> {after.tolist()}"}
+        return {}
+    if isinstance(before, dict) and isinstance(after, dict) and before.keys() == after.keys():
+        items = [(key, before[key], after[key]) for key in before]
+    elif isinstance(before, (list, tuple)) and type(before) is type(after) and len(before) == len(after):
+        items = list(zip(itertools.count(), before, after))
+    else:
+        return {} if before == after else {path: f"{before!r} -> {after!r}"}
+    return {p: d for key, b, a in items for p, d in _differences(b, a, path + _key(key)).items()}
+
+
+@dataclasses.dataclass
+class Run:
+    moved: dict[str, str]  # report path -> how the stored report differs from the snapshot at return
+    loss: object  # the backprop value after Megatron's rescale (snapshot)
+    grad: torch.Tensor | None  # d(sum of rescaled loss) / d(base)
+
+
+def run_through_megatron(path: pathlib.Path) -> Run:
+    loss_func = _load_loss_func(path)
+    base = torch.tensor(BASE, requires_grad=True)
+    output_tensor = base * 1.0  # a non-leaf, as Megatron's in-place rescale requires
+    snapshots = []
+
+    def recording_loss_func(tensor):
+        outputs = loss_func(tensor)
+        assert isinstance(outputs, tuple) and len(outputs) in (2, 3), f"not a loss return: {outputs!r}"
+        snapshots.append(_snapshot(outputs[-1]))
+        return outputs
+
+    forward_data_store: list = []
+    config = types.SimpleNamespace(calculate_per_token_loss=False, timers=None)
+    loss, _num_tokens = forward_step_calc_loss(
+        model=None,
+        output_tensor=output_tensor,
+        loss_func=recording_loss_func,
+        config=config,
+        vp_stage=None,
+        collect_non_loss_data=False,
+        num_microbatches=NUM_MICROBATCHES,
+        forward_data_store=forward_data_store,
+        cp_group_size=CP_GROUP_SIZE,
+        is_last_stage=True,
+    )
+    assert len(snapshots) == 1 and len(forward_data_store) == 1
+    grad = None
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        (grad,) = torch.autograd.grad(loss.sum(), base, allow_unused=True)
+    return Run(_differences(snapshots[0], forward_data_store[0]), _snapshot(loss), grad)
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and torch.equal(a, b)
+        )
+    return type(a) is type(b) and a == b
+
+
+def assert_same_training(before: Run, after: Run) -> None:
+    """A fix must only change the report: the loss Megatron backpropagates and its gradient stay."""
+    assert _same_value(before.loss, after.loss), f"loss changed: {before.loss!r} -> {after.loss!r}"
+    assert _same_value(before.grad, after.grad) or (before.grad is None and after.grad is None), (
+        f"gradient changed: {before.grad!r} -> {after.grad!r}"
+    )
+
+
+def assert_claim(kind: Kind, run: Run) -> None:
+    if kind is Kind.NEGATIVE:
+        assert not run.moved, f"a negative fixture's report moved under Megatron's rescale: {run.moved}"
+    else:
+        assert run.moved, f"a {kind.value} fixture's report did not move: it does not really alias"
+
+
+def _fix_source():
+    fix_source = getattr(flux_alias_lint, "fix_source", None)
+    if fix_source is None:
+        pytest.skip("flux_alias_lint.fix_source does not exist yet (the fixer lands from branch core)")
+    return fix_source
+
+
+@pytest.mark.parametrize("case", CHECKER_CASES, ids=lambda c: c.id)
+def test_checker_fixture_is_honest(case: CheckerCase):
+    run = run_through_megatron(case.source_path)
+    assert_claim(case.kind(), run)
+    if case.kind() is Kind.POSITIVE:
+        # The findings' report paths are exactly the entries that move: none missed, none extra.
+        patterns = {path: report_path_pattern(path) for path in case.expected_report_paths()}
+        unexpected = [p for p in run.moved if not any(pat.match(p) for pat in patterns.values())]
+        assert not unexpected, f"entries move that no expected finding names: {unexpected}"
+        still = [path for path, pat in patterns.items() if not any(pat.match(p) for p in run.moved)]
+        assert not still, f"expected findings whose report entry does not move at run time: {still}"
+
+
+@pytest.mark.parametrize("pair", FIXER_PAIRS, ids=lambda p: p.id)
+def test_fixer_pair_is_honest(pair: FixerPair):
+    kind = pair.kind()
+    before = run_through_megatron(pair.in_path)
+    after = run_through_megatron(pair.out_path)
+    assert_claim(kind, before)
+    assert_claim(Kind.NEGATIVE if kind is Kind.POSITIVE else kind, after)
+    assert_same_training(before, after)
+
+
+_FIXABLE = [(c.id, c.source_path) for c in CHECKER_CASES if c.kind() is Kind.POSITIVE] + [
+    (p.id, p.in_path) for p in FIXER_PAIRS if p.kind() is Kind.POSITIVE
+]
+
+
+@pytest.mark.parametrize("path", [path for _, path in _FIXABLE], ids=[fid for fid, _ in _FIXABLE])
+def test_fix_source_stops_the_rescale_leaking(path: pathlib.Path, tmp_path: pathlib.Path):
+    fix_source = _fix_source()
+    source = read_source(path)
+    fixed_path = tmp_path / path.name
+    fixed_path.write_bytes(source.encode(fix_source(source.text)))
+    before = run_through_megatron(path)
+    after = run_through_megatron(fixed_path)
+    assert_claim(Kind.POSITIVE, before)
+    assert not after.moved, f"the report still moves after fix_source: {after.moved}"
+    assert_same_training(before, after)
