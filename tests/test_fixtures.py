@@ -13,24 +13,15 @@ from fixture_corpus import (
     FixerPair,
     Kind,
     all_fixture_files,
+    api,
     checker_cases,
     fixer_pairs,
     read_source,
 )
 
-import flux_alias_lint
-
 CHECKER_CASES = checker_cases()
 FIXER_PAIRS = fixer_pairs()
 POSITIVE_CASES = [case for case in CHECKER_CASES if case.kind() is Kind.POSITIVE]
-
-
-def _api(name: str):
-    """``pytest.importorskip`` for an attribute: the checker is written on another branch."""
-    function = getattr(flux_alias_lint, name, None)
-    if function is None:
-        pytest.skip(f"flux_alias_lint.{name} does not exist yet (the checker lands from branch core)")
-    return function
 
 
 def _format(findings) -> list[str]:
@@ -53,7 +44,7 @@ def test_every_fixture_file_belongs_to_a_case():
 def test_expected_file_is_well_formed(case: CheckerCase):
     lines = case.expected()
     parsed = [EXPECTED_LINE.match(line) for line in lines]
-    assert all(parsed), f"malformed lines: {[l for l, m in zip(lines, parsed) if not m]}"
+    assert all(parsed), f"malformed lines: {[text for text, m in zip(lines, parsed, strict=True) if not m]}"
     positions = [(int(m["line"]), int(m["col"])) for m in parsed]
     assert positions == sorted(positions), "not sorted by line, column"
     if lines:
@@ -69,7 +60,7 @@ def test_expected_file_is_well_formed(case: CheckerCase):
 
 @pytest.mark.parametrize("case", CHECKER_CASES, ids=lambda c: c.id)
 def test_checker_fixture(case: CheckerCase):
-    check_source = _api("check_source")
+    check_source = api("check_source")
     findings = check_source(case.source().text, case.id)
     assert _format(findings) == case.expected()
     assert all(f.fixable for f in findings), "every finding in the corpus can be fixed by adding a clone"
@@ -77,7 +68,7 @@ def test_checker_fixture(case: CheckerCase):
 
 
 def test_seed_finding_names_the_backprop_tensor():
-    check_source = _api("check_source")
+    check_source = api("check_source")
     (case,) = [c for c in CHECKER_CASES if c.id == "FAL001/seed.py"]
     (finding,) = check_source(case.source().text, case.id)
     assert (finding.code, finding.report_path, finding.backprop) == (
@@ -94,8 +85,8 @@ def test_seed_finding_names_the_backprop_tensor():
 
 @pytest.mark.parametrize("pair", FIXER_PAIRS, ids=lambda p: p.id)
 def test_fixer_pair(pair: FixerPair):
-    fix_source = _api("fix_source")
-    check_source = _api("check_source")
+    fix_source = api("fix_source")
+    check_source = api("check_source")
     before, after = read_source(pair.in_path), read_source(pair.out_path)
     fixed = fix_source(before.text)
     assert fixed == after.text
@@ -106,8 +97,8 @@ def test_fixer_pair(pair: FixerPair):
 
 @pytest.mark.parametrize("case", POSITIVE_CASES, ids=lambda c: c.id)
 def test_fix_leaves_positive_fixture_clean(case: CheckerCase):
-    fix_source = _api("fix_source")
-    check_source = _api("check_source")
+    fix_source = api("fix_source")
+    check_source = api("check_source")
     fixed = fix_source(case.source().text)
     assert fixed != case.source().text
     assert _format(check_source(fixed, case.id)) == []

@@ -23,14 +23,13 @@ from fixture_corpus import (
     CheckerCase,
     FixerPair,
     Kind,
+    api,
     checker_cases,
     fixer_pairs,
     read_source,
     report_path_pattern,
 )
 from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
-
-import flux_alias_lint
 
 BASE = (0.5, 1.25, 2.0, 3.5)  # no zero sums or products: every alias visibly moves
 NUM_MICROBATCHES = 2
@@ -126,12 +125,7 @@ def run_through_megatron(path: pathlib.Path) -> Run:
 
 def _same_value(a, b) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (
-            isinstance(a, torch.Tensor)
-            and isinstance(b, torch.Tensor)
-            and a.dtype == b.dtype
-            and torch.equal(a, b)
-        )
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
     return type(a) is type(b) and a == b
 
 
@@ -148,13 +142,6 @@ def assert_claim(kind: Kind, run: Run) -> None:
         assert not run.moved, f"a negative fixture's report moved under Megatron's rescale: {run.moved}"
     else:
         assert run.moved, f"a {kind.value} fixture's report did not move: it does not really alias"
-
-
-def _fix_source():
-    fix_source = getattr(flux_alias_lint, "fix_source", None)
-    if fix_source is None:
-        pytest.skip("flux_alias_lint.fix_source does not exist yet (the fixer lands from branch core)")
-    return fix_source
 
 
 @pytest.mark.parametrize("case", CHECKER_CASES, ids=lambda c: c.id)
@@ -187,7 +174,7 @@ _FIXABLE = [(c.id, c.source_path) for c in CHECKER_CASES if c.kind() is Kind.POS
 
 @pytest.mark.parametrize("path", [path for _, path in _FIXABLE], ids=[fid for fid, _ in _FIXABLE])
 def test_fix_source_stops_the_rescale_leaking(path: pathlib.Path, tmp_path: pathlib.Path):
-    fix_source = _fix_source()
+    fix_source = api("fix_source")
     source = read_source(path)
     fixed_path = tmp_path / path.name
     fixed_path.write_bytes(source.encode(fix_source(source.text)))
