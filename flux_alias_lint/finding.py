@@ -22,6 +22,10 @@ class Finding:
     fixable: bool = True
     report_path: str = dataclasses.field(default="", compare=False)
     backprop: str = dataclasses.field(default="", compare=False)
+    # The fix as two insertions: `fix_before` at (line, column), `fix_after` at (end_line, end_column).
+    # Both empty when the finding is not fixable. Kept as text so SARIF can carry the exact edit.
+    fix_before: str = dataclasses.field(default="", compare=False)
+    fix_after: str = dataclasses.field(default="", compare=False)
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)

@@ -23,6 +23,16 @@ class Edit:
     def suffix(self) -> str:
         return ".clone()" if self.detached else ".detach().clone()"
 
+    @property
+    def before(self) -> str:
+        """Text inserted at `start`."""
+        return "" if self.atom else "("
+
+    @property
+    def after(self) -> str:
+        """Text inserted at `end`."""
+        return self.suffix if self.atom else ")" + self.suffix
+
 
 def line_offsets(text: str) -> list[int]:
     """Offset of the start of each line, splitting only where the Python tokenizer does."""
@@ -47,8 +57,7 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
         if edit.start < position:
             continue
         out.append(text[position : edit.start])
-        body = text[edit.start : edit.end]
-        out.append(body + edit.suffix if edit.atom else f"({body}){edit.suffix}")
+        out.append(edit.before + text[edit.start : edit.end] + edit.after)
         position = edit.end
     out.append(text[position:])
     return "".join(out)

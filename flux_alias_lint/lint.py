@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -68,6 +69,15 @@ def _analyze(source: SourceFile, selection: Selection) -> list[_Located]:
         span = positions[raw.entry]
         if is_suppressed(suppressions, raw.code, (span.start.line, span.end.line)):
             continue
+        edit = None
+        if raw.fixable:
+            edit = make_edit(
+                offsets,
+                (span.start.line, span.start.column),
+                (span.end.line, span.end.column),
+                type(raw.entry).__name__,
+                raw.detached,
+            )
         finding = Finding(
             path=source.path,
             line=span.start.line,
@@ -79,16 +89,9 @@ def _analyze(source: SourceFile, selection: Selection) -> list[_Located]:
             fixable=raw.fixable,
             report_path=raw.report_path,
             backprop=raw.backprop,
+            fix_before=edit.before if edit else "",
+            fix_after=edit.after if edit else "",
         )
-        edit = None
-        if raw.fixable:
-            edit = make_edit(
-                offsets,
-                (span.start.line, span.start.column),
-                (span.end.line, span.end.column),
-                type(raw.entry).__name__,
-                raw.detached,
-            )
         located.append(_Located(finding, edit))
     located.sort(key=lambda item: item.finding)
     return located
@@ -110,8 +113,12 @@ def check_source(
 @dataclasses.dataclass(frozen=True)
 class FixResult:
     text: str  # the fixed text (the original when nothing was fixed)
-    fixed: int  # how many findings the fix removed
+    fixed_codes: tuple[str, ...]  # one code per finding the fix removed, sorted
     remaining: list[Finding]  # findings still there afterwards
+
+    @property
+    def fixed(self) -> int:
+        return len(self.fixed_codes)
 
 
 def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> FixResult:
@@ -119,14 +126,16 @@ def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> Fi
     before = _analyze(source, selection)
     edits = [item.edit for item in before if item.edit is not None]
     if not edits:
-        return FixResult(source.text, 0, [item.finding for item in before])
+        return FixResult(source.text, (), [item.finding for item in before])
     text = apply_edits(source.text, edits)
     try:
         after = _analyze(dataclasses.replace(source, text=text), selection)
     except SourceError as exc:
         raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
     remaining = [item.finding for item in after]
-    return FixResult(text, len(before) - len(remaining), remaining)
+    # Positions move with the edits, so what was fixed is counted per rule, not matched finding by finding.
+    fixed = collections.Counter(item.finding.code for item in before) - collections.Counter(f.code for f in remaining)
+    return FixResult(text, tuple(sorted(fixed.elements())), remaining)
 
 
 def fix_source(source: str, selection: Selection = DEFAULT_SELECTION) -> str:

@@ -1,4 +1,4 @@
-"""Render findings for people (text) and machines (json)."""
+"""Render findings for people (text) and machines (json; CI formats in `ci_formats`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import collections
 import json
 from collections.abc import Callable, Sequence
 
+from .ci_formats import format_github, format_gitlab, format_sarif
 from .finding import Finding
 from .rules import RULES
 
@@ -22,6 +23,9 @@ def format_json(findings: Sequence[Finding]) -> str:
 FORMATTERS: dict[str, Callable[[Sequence[Finding]], str]] = {
     "text": format_text,
     "json": format_json,
+    "github": format_github,
+    "sarif": format_sarif,
+    "gitlab": format_gitlab,
 }
 
 

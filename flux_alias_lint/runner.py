@@ -27,6 +27,7 @@ class FileResult:
     changed: bool = False  # the file was (or, with --diff, would be) rewritten
     diff: str = ""
     error: str | None = None  # one line: why the file could not be checked
+    fixed_codes: tuple[str, ...] = ()  # the rule of each fixed finding, for the closing summary
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -58,7 +59,9 @@ def lint_source(source: SourceFile, selection: Selection, mode: Mode) -> tuple[F
     result = fix_text(source, selection)
     changed = result.text != source.text
     diff = unified_diff(source.path, source.text, result.text) if mode is Mode.DIFF and changed else ""
-    return FileResult(source.path, result.remaining, result.fixed, changed, diff), result.text
+    return FileResult(
+        source.path, result.remaining, result.fixed, changed, diff, fixed_codes=result.fixed_codes
+    ), result.text
 
 
 def process_file(path: str, selection: Selection, mode: Mode) -> FileResult:
