@@ -174,9 +174,16 @@ def render_path(path: Sequence[Key]) -> str:
     return "report" + "".join(parts)
 
 
-def _overlap(a: Token, b: Token) -> bool:
-    n = min(len(a), len(b))
-    return a[:n] == b[:n]
+def _overlap(entry: Alias, backprop: Alias) -> bool:
+    """Whether two aliases may share memory: the same storage, and not two different subscripts of it."""
+    n = min(len(entry.token), len(backprop.token))
+    if entry.token[:n] != backprop.token[:n]:
+        return False
+    for x, y in zip(entry.ops, backprop.ops, strict=False):
+        if x != y:
+            # `text[:i]` and `text[i:]`: different parts of one base are assumed disjoint.
+            return not (x.label.startswith("[") and y.label.startswith("["))
+    return True
 
 
 def _relative_kind(entry: Alias, backprop: Alias) -> AliasKind:
@@ -302,8 +309,10 @@ class ModuleAnalysis:
             return
         backprop_src = self._backprop_source(node)
         for path, leaf in _leaves(report):
+            if not path:
+                continue  # the report mapping itself is never rescaled, only what it holds
             for alias in leaf.aliases:
-                hits = [b for b in backprop.aliases if _overlap(alias.token, b.token)]
+                hits = [b for b in backprop.aliases if _overlap(alias, b)]
                 if not hits or alias.entry is None:
                     continue
                 kind = max((_relative_kind(alias, b) for b in hits), key=_SEVERITY.__getitem__)
@@ -411,7 +420,7 @@ class ModuleAnalysis:
         result = join_envs([normal, *outs])
         if stmt.finalbody is not None:
             fin_env = dict(result) if result is not None else dict(start or env)
-            fin = self._exec_suite(stmt.finalbody, fin_env)
+            fin = self._exec_suite(stmt.finalbody.body, fin_env)
             return fin if result is not None else None
         return result
 
@@ -488,7 +497,7 @@ class ModuleAnalysis:
                 elif known and not starred and len(val.items) == len(elements):
                     self._bind(element.value, val.item(i), env)
                 else:
-                    self._bind(element.value, self._element_of(val, target), env)
+                    self._bind(element.value, self._element_of(val, target, None if starred else i), env)
             return
         if isinstance(target, cst.StarredElement):
             self._bind(target.value, Val(container="seq", items=((None, self._element_of(val, target)),)), env)
@@ -506,8 +515,8 @@ class ModuleAnalysis:
         base = current if current.container else dataclasses.replace(current, container="dict")
         env[owner] = base.with_item(key, val, strong=key is not None)
 
-    def _element_of(self, val: Val, node: cst.BaseExpression) -> Val:
-        """What iterating or unpacking `val` yields."""
+    def _element_of(self, val: Val, node: cst.BaseExpression, index: int | None = None) -> Val:
+        """What iterating or unpacking `val` yields; `index`: the position, when unpacking a fixed count."""
         if val.container:
             if not val.items:
                 return Val()
@@ -517,8 +526,10 @@ class ModuleAnalysis:
             return join_all([v for _, v in val.items])
         if val.aliases:
             # Iterating a tensor yields views of it (unbind).
-            op = Op(AliasKind.VIEW, "[i]")
-            return Val(frozenset(a.derive(op, node, fixable=False) for a in val.aliases), dtype=val.dtype)
+            # Iterating a tensor yields views of it (unbind); unpacking an opaque call result
+            # (`loss, report = f()`) yields distinct objects: position `index` is its own storage.
+            op = Op(AliasKind.VIEW, "[i]" if index is None else f"[{index}]")
+            return Val(frozenset(a.derive(op, node, index, fixable=False) for a in val.aliases), dtype=val.dtype)
         return Val(immutable=val.immutable)
 
     # ---- expressions --------------------------------------------------------------

@@ -79,3 +79,5 @@ def process_file(path: str, selection: Selection, mode: Mode) -> FileResult:
         return FileResult(path, error=str(exc))
     except RecursionError:
         return FileResult(path, error=f"{path}: too deeply nested to analyse")
+    except Exception as exc:  # a checker bug must cost one file, not the whole run
+        return FileResult(path, error=f"{path}: internal error ({type(exc).__name__}: {exc}); please report it")
