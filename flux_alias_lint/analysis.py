@@ -49,6 +49,7 @@ _SEVERITY = {
 class Op:
     kind: AliasKind
     label: str  # e.g. ".detach()", "[0]", ".float()"
+    unpacked: bool = False  # position i of `a, b = value`: an element, not a view of the whole
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,11 +180,15 @@ def _overlap(entry: Alias, backprop: Alias) -> bool:
     n = min(len(entry.token), len(backprop.token))
     if entry.token[:n] != backprop.token[:n]:
         return False
+    common = 0
     for x, y in zip(entry.ops, backprop.ops, strict=False):
         if x != y:
             # `text[:i]` and `text[i:]`: different parts of one base are assumed disjoint.
             return not (x.label.startswith("[") and y.label.startswith("["))
-    return True
+        common += 1
+    # `loss, extra = out` on one branch, `loss = out` on another: `extra` is an element of a
+    # tuple there, never part of `out` as a tensor, so it cannot alias the whole.
+    return not (len(backprop.ops) == common < len(entry.ops) and entry.ops[common].unpacked)
 
 
 def _relative_kind(entry: Alias, backprop: Alias) -> AliasKind:
@@ -290,7 +295,10 @@ class ModuleAnalysis:
         self._analyzed.add(id(node))
         env: Env = dict(closure)
         for param in _parameters(node.params):
-            env[param] = Val(frozenset({Alias(("param", id(node), param))}))
+            if _immutable_annotation(param.annotation):
+                env[param.name.value] = IMMUTABLE
+            else:
+                env[param.name.value] = Val(frozenset({Alias(("param", id(node), param.name.value))}))
         if isinstance(node, cst.Lambda):
             self._check_return(self._eval(node.body, env), node.body)
             return
@@ -528,7 +536,7 @@ class ModuleAnalysis:
             # Iterating a tensor yields views of it (unbind).
             # Iterating a tensor yields views of it (unbind); unpacking an opaque call result
             # (`loss, report = f()`) yields distinct objects: position `index` is its own storage.
-            op = Op(AliasKind.VIEW, "[i]" if index is None else f"[{index}]")
+            op = Op(AliasKind.VIEW, "[i]" if index is None else f"[{index}]", unpacked=index is not None)
             return Val(frozenset(a.derive(op, node, index, fixable=False) for a in val.aliases), dtype=val.dtype)
         return Val(immutable=val.immutable)
 
@@ -789,7 +797,8 @@ class ModuleAnalysis:
         if receiver.container:
             return self._container_method(receiver, func, node, env)
         positional, keywords = self._args(node, env)
-        if name in NUMBER_METHODS or name == "tolist":
+        # `.item()`, `.tolist()`, and any method of a str/int/float (`text.partition(...)`).
+        if name in NUMBER_METHODS or name == "tolist" or receiver.immutable:
             return IMMUTABLE
         kind = method_alias_kind(name)
         if kind is None:
@@ -900,12 +909,31 @@ def _is_true(node: cst.Call, keyword: str) -> bool:
     return False
 
 
-def _parameters(params: cst.Parameters) -> Iterator[str]:
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        yield param.name.value
+def _parameters(params: cst.Parameters) -> Iterator[cst.Param]:
+    yield from (*params.posonly_params, *params.params, *params.kwonly_params)
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
-            yield star.name.value
+            yield star
+
+
+_IMMUTABLE_TYPES = frozenset({"str", "int", "float", "bool", "bytes", "complex", "None"})
+
+
+def _immutable_annotation(annotation: cst.Annotation | None) -> bool:
+    """`text: str`, `n: int | None`, `Optional[float]`: values that can never share a tensor's storage."""
+    if annotation is None:
+        return False
+
+    def immutable(node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Name):
+            return node.value in _IMMUTABLE_TYPES
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+            return immutable(node.left) and immutable(node.right)
+        if isinstance(node, cst.Subscript) and _dotted(node.value) in ("Optional", "typing.Optional"):
+            return all(isinstance(s.slice, cst.Index) and immutable(s.slice.value) for s in node.slice)
+        return False
+
+    return immutable(annotation.annotation)
 
 
 def _target_names(node: cst.BaseExpression) -> Iterator[str]:
