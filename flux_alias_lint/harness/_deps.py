@@ -1,0 +1,34 @@
+"""The optional dependencies of the runtime harness, imported only when a harness entry point runs.
+
+Importing ``flux_alias_lint`` or running the linter must never import torch, so every
+harness module that needs torch or megatron-core gets it through these functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+_INSTALL_HINT = (
+    "pip install 'flux-alias-lint[harness]' "
+    "(install the CPU build of torch first, e.g. pip install torch==2.13.0, "
+    "or pip pulls a multi-GB CUDA build)"
+)
+
+
+class HarnessUnavailableError(ImportError):
+    """torch or megatron-core is missing; the message says what to install."""
+
+
+def require(module: str, what: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise HarnessUnavailableError(
+            f"flux-alias-lint's runtime harness needs {what}, which is not importable ({error}). "
+            f"Install it with: {_INSTALL_HINT}"
+        ) from error
+
+
+def require_torch() -> ModuleType:
+    return require("torch", "torch")

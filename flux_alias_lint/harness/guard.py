@@ -1,0 +1,161 @@
+"""Call-time guard: refuse (or warn about) a report that shares memory with the backprop tensor.
+
+Memory, not values: two tensors alias when their byte ranges in the same storage overlap,
+so ``.detach()``, ``.data`` and views are caught, while a disjoint slice of the same buffer
+(``losses[1]`` next to ``losses[0]``) is not. The fast path compares address ranges only;
+the exact element-by-element test runs only when the ranges overlap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from typing import Any, Callable, Literal, Sequence, TypeVar, overload
+
+from ..aliasing import AliasKind
+from ..rules import CODE_FOR_KIND, RULES
+from ._deps import require_torch
+from .report import iter_report_tensors
+
+torch = require_torch()
+_Tensor = torch.Tensor
+
+OnAlias = Literal["raise", "warn"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_WHAT = {
+    AliasKind.SAME: "it is the backprop tensor itself",
+    AliasKind.DETACH: "a .detach()/.data alias of it",
+    AliasKind.VIEW: "a view of it",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportAlias:
+    """One tensor in the report that shares storage with the backprop tensor."""
+
+    path: str
+    kind: AliasKind
+
+    @property
+    def code(self) -> str:
+        return CODE_FOR_KIND[self.kind]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path} shares storage with the backprop tensor ({_WHAT[self.kind]}; "
+            f"{self.code} {RULES[self.code].name})"
+        )
+
+
+class ReportAliasError(ValueError):
+    """A loss function's report aliases the tensor Megatron rescales in place."""
+
+    def __init__(self, aliases: Sequence[ReportAlias]) -> None:
+        self.aliases = list(aliases)
+        super().__init__(_message(self.aliases))
+
+
+class ReportAliasWarning(UserWarning):
+    """The ``on_alias="warn"`` form of ``ReportAliasError``."""
+
+
+def _message(aliases: Sequence[ReportAlias]) -> str:
+    lines = "\n".join(f"  {alias}" for alias in aliases)
+    return (
+        "the loss function's report aliases its backprop tensor; Megatron rescales that tensor in place "
+        f"(/= num_microbatches, *= cp_size) before it reads the report, so these values are rescaled too:\n"
+        f"{lines}\nPut a copy in the report: loss.detach().clone()"
+    )
+
+
+def find_report_aliases(outputs: Sequence[Any]) -> list[ReportAlias]:
+    """The tensors in the report of ``(loss, report)`` / ``(loss, num_tokens, report)`` that alias ``loss``."""
+    if not isinstance(outputs, (tuple, list)) or len(outputs) not in (2, 3):
+        raise TypeError("a Megatron loss function returns (loss, report) or (loss, num_tokens, report)")
+    loss = outputs[0]
+    if not isinstance(loss, _Tensor):
+        raise TypeError(f"the first value a loss function returns must be a tensor; got {type(loss).__name__}")
+    start, end = _byte_span(loss)
+    found = []
+    for path, tensor in iter_report_tensors(outputs[-1]):
+        other_start, other_end = _byte_span(tensor)
+        if other_start < end and start < other_end and _shares_memory(loss, tensor):
+            found.append(ReportAlias(path, _kind(loss, tensor)))
+    return found
+
+
+def check_loss_outputs(outputs: Sequence[Any], *, on_alias: OnAlias = "raise") -> Sequence[Any]:
+    """Return ``outputs`` unchanged, or raise ``ReportAliasError`` / warn if the report aliases the loss."""
+    aliases = find_report_aliases(outputs)
+    if aliases:
+        if on_alias == "raise":
+            raise ReportAliasError(aliases)
+        warnings.warn(_message(aliases), ReportAliasWarning, stacklevel=3)
+    return outputs
+
+
+@overload
+def guard_loss_func(func: F, *, on_alias: OnAlias = "raise") -> F: ...
+@overload
+def guard_loss_func(func: None = None, *, on_alias: OnAlias = "raise") -> Callable[[F], F]: ...
+def guard_loss_func(func: F | None = None, *, on_alias: OnAlias = "raise") -> F | Callable[[F], F]:
+    """Decorate a loss function so every call checks its outputs (``@guard_loss_func`` or ``(on_alias=...)``)."""
+    if on_alias not in ("raise", "warn"):
+        raise ValueError(f"on_alias must be 'raise' or 'warn', not {on_alias!r}")
+
+    def decorate(loss_func: F) -> F:
+        @functools.wraps(loss_func)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            return check_loss_outputs(loss_func(*args, **kwargs), on_alias=on_alias)
+
+        return guarded  # type: ignore[return-value]
+
+    return decorate if func is None else decorate(func)
+
+
+def _byte_span(tensor: Any) -> tuple[int, int]:
+    """``[first byte, last byte + 1)`` of the memory a tensor can touch (strides are never negative)."""
+    if tensor.numel() == 0:
+        return 0, 0
+    start = tensor.data_ptr()
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return start, start + extent * tensor.element_size()
+
+
+def _shares_memory(a: Any, b: Any) -> bool:
+    # Byte ranges overlap; confirm they are in one storage and, for strided tensors, that
+    # some element really overlaps (``x[::2]`` and ``x[1::2]`` share a range, not an element).
+    if a.device != b.device or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    if a.is_contiguous() and b.is_contiguous():
+        return True
+    starts_a, starts_b = _element_starts(a), _element_starts(b)
+    width_a, width_b = a.element_size(), b.element_size()
+    # Element [x, x + width_a) of a meets [y, y + width_b) of b iff x - width_b < y < x + width_a.
+    first_after = torch.searchsorted(starts_b, starts_a - width_b, right=True)
+    in_range = first_after < len(starts_b)
+    candidates = starts_b[first_after[in_range]]
+    return bool((candidates < starts_a[in_range] + width_a).any())
+
+
+def _element_starts(tensor: Any) -> Any:
+    """The sorted start addresses of a tensor's elements."""
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+    return torch.unique(offsets.flatten()) * tensor.element_size() + tensor.data_ptr()
+
+
+def _kind(loss: Any, tensor: Any) -> AliasKind:
+    if tensor is loss:
+        return AliasKind.SAME
+    if (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype) == (
+        loss.data_ptr(),
+        loss.shape,
+        loss.stride(),
+        loss.dtype,
+    ):
+        return AliasKind.DETACH
+    return AliasKind.VIEW
