@@ -49,6 +49,7 @@ def check_release(versions_dir: Path, release: str) -> dict[str, object]:
     run = subprocess.run(
         [sys.executable, "-W", "ignore", __file__, "--worker"],
         env={**os.environ, "PYTHONPATH": path},
+        check=False,
         capture_output=True,
         text=True,
         timeout=300,
@@ -92,13 +93,18 @@ def main(argv: list[str] | None = None) -> int:
         install(args.versions_dir, releases)
     releases = [release for release in releases if (args.versions_dir / release).exists()]
     if not releases:
-        print(f"no megatron-core release installed under {args.versions_dir}; run with --install", file=sys.stderr)
+        print(
+            f"no megatron-core release installed under {args.versions_dir}; run with --install",
+            file=sys.stderr,
+        )
         return 2
     results = pin(args.versions_dir, releases)
     for result in results:
         found = result.get("matching", result.get("error"))
-        print(f"{'ok  ' if result['ok'] else 'FAIL'} megatron-core {result['release']:<8} "
-              f"profile {result['expected']!s:<6} matched by {found}")
+        print(
+            f"{'ok  ' if result['ok'] else 'FAIL'} megatron-core {result['release']:<8} "
+            f"profile {result['expected']!s:<6} matched by {found}"
+        )
     return 0 if all(result["ok"] for result in results) else 1
 
 

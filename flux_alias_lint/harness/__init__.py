@@ -27,9 +27,24 @@ _EXPORTS = {
     "guard_loss_func": "guard",
     "ReportAlias": "guard",
     "ReportAliasError": "guard",
+    "ReportAliasWarning": "guard",
 }
 
-__all__ = ["HarnessUnavailableError", *_EXPORTS]
+__all__ = [
+    "PROFILES",
+    "HarnessUnavailableError",
+    "Profile",
+    "ReportAlias",
+    "ReportAliasError",
+    "ReportAliasWarning",
+    "assert_report_survives_rescale",
+    "check_loss_outputs",
+    "find_report_aliases",
+    "guard_loss_func",
+    "installed_megatron_version",
+    "megatron_rescale",
+    "resolve_profile",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,7 +7,8 @@ module, behind a dynamic dispatch, by a conversion that happens to be a no-op, .
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._deps import require_torch
 from .guard import find_report_aliases
@@ -54,8 +55,12 @@ def assert_report_survives_rescale(
         if not _same_values(old, tensor)
     ]
     if moved:
-        label = f"installed megatron-core {installed_megatron_version()}" if profile == "installed" else f"profile {profile}"
-        name = getattr(loss_func, "__qualname__", repr(loss_func))
+        label = (
+            f"installed megatron-core {installed_megatron_version()}"
+            if profile == "installed"
+            else f"profile {profile}"
+        )
+        name = getattr(loss_func, "__name__", repr(loss_func))
         raise AssertionError(
             f"the report of {name} does not survive Megatron's in-place rescale "
             f"({label}, num_microbatches={num_microbatches}, cp_group_size={cp_group_size}):\n"

@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from typing import Any, Callable, Literal, Sequence, TypeVar, overload
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar, overload
 
 from ..aliasing import AliasKind
 from ..rules import CODE_FOR_KIND, RULES
 from ._deps import require_torch
-from .report import iter_report_tensors
+from .report import render_path, report_tensors
 
 torch = require_torch()
 _Tensor = torch.Tensor
@@ -76,13 +77,15 @@ def find_report_aliases(outputs: Sequence[Any]) -> list[ReportAlias]:
         raise TypeError("a Megatron loss function returns (loss, report) or (loss, num_tokens, report)")
     loss = outputs[0]
     if not isinstance(loss, _Tensor):
-        raise TypeError(f"the first value a loss function returns must be a tensor; got {type(loss).__name__}")
+        raise TypeError(
+            f"the first value a loss function returns must be a tensor; got {type(loss).__name__}"
+        )
     start, end = _byte_span(loss)
     found = []
-    for path, tensor in iter_report_tensors(outputs[-1]):
+    for path, tensor in report_tensors(outputs[-1]):
         other_start, other_end = _byte_span(tensor)
         if other_start < end and start < other_end and _shares_memory(loss, tensor):
-            found.append(ReportAlias(path, _kind(loss, tensor)))
+            found.append(ReportAlias(render_path(path), _kind(loss, tensor)))
     return found
 
 
@@ -117,9 +120,11 @@ def guard_loss_func(func: F | None = None, *, on_alias: OnAlias = "raise") -> F 
 
 def _byte_span(tensor: Any) -> tuple[int, int]:
     """``[first byte, last byte + 1)`` of the memory a tensor can touch (strides are never negative)."""
+    start = tensor.data_ptr()
+    if tensor.is_contiguous():  # the common case, and the only one for a scalar loss
+        return start, start + tensor.nbytes
     if tensor.numel() == 0:
         return 0, 0
-    start = tensor.data_ptr()
     extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
     return start, start + extent * tensor.element_size()
 

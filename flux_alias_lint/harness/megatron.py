@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from unittest import mock
 
 from ._deps import require, require_torch

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from ._deps import require_torch
 
@@ -64,8 +65,14 @@ def _unpack(outputs: Sequence[Any], profile: Profile) -> tuple[Any, Any, Any]:
     if len(outputs) == 2:
         loss, report = outputs
         return loss, None, report
-    shapes = "(loss, report)" if profile.three_tuple == "unsupported" else "(loss, report) or (loss, num_tokens, report)"
-    raise ValueError(f"megatron-core {profile.name} expects a loss function to return {shapes}; got {len(outputs)} values")
+    shapes = (
+        "(loss, report)"
+        if profile.three_tuple == "unsupported"
+        else "(loss, report) or (loss, num_tokens, report)"
+    )
+    raise ValueError(
+        f"megatron-core {profile.name} expects a loss function to return {shapes}; got {len(outputs)} values"
+    )
 
 
 PROFILES: dict[str, Profile] = {
@@ -164,4 +171,6 @@ def resolve_profile(name: str) -> Profile:
         return profile_for_release(name)
     except ValueError:
         known = ", ".join(["latest", "installed", *PROFILES])
-        raise ValueError(f"unknown Megatron profile {name!r}; use one of {known} or a release like '0.9.0'") from None
+        raise ValueError(
+            f"unknown Megatron profile {name!r}; use one of {known} or a release like '0.9.0'"
+        ) from None

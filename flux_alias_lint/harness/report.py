@@ -1,47 +1,67 @@
-"""Walk a loss function's report and name every tensor in it by its path, e.g. ``report["loss"][0]``."""
+"""Find every tensor in a loss function's report, and name it by its path, e.g. ``report["loss"][0]``.
+
+Paths are kept as tuples of steps and rendered only when shown: the guard walks every
+report on every call, and building strings for tensors that turn out fine would dominate
+its cost.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from ._deps import require_torch
 
 torch = require_torch()
 _Tensor = torch.Tensor
+_ATOMS = (str, bytes, int, float, bool, type(None))
+
+Step = tuple[str, Any]  # ("[]", key or index) or (".", attribute name)
+Path = tuple[Step, ...]
 
 
-def iter_report_tensors(report: Any, path: str = "report") -> Iterator[tuple[str, Any]]:
-    """Yield ``(path, tensor)`` for each tensor in dicts, lists, tuples, namedtuples and dataclasses."""
-    yield from _walk(report, path, set())
+def report_tensors(report: Any) -> list[tuple[Path, Any]]:
+    """``(path, tensor)`` for each tensor in dicts, lists, tuples, namedtuples and dataclasses."""
+    found: list[tuple[Path, Any]] = []
+    _collect(report, (), found, set())
+    return found
 
 
-def _walk(value: Any, path: str, seen: set[int]) -> Iterator[tuple[str, Any]]:
-    # The common report is a tensor or a small dict of tuples: test those first.
-    if isinstance(value, _Tensor):
-        yield path, value
-        return
-    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
-        return
-    if id(value) in seen:  # a report that contains itself
-        return
-    seen.add(id(value))
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _walk(item, f"{path}[{_render_key(key)}]", seen)
-    elif isinstance(value, tuple) and hasattr(value, "_fields"):
-        for field, item in zip(value._fields, value):
-            yield from _walk(item, f"{path}.{field}", seen)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            yield from _walk(item, f"{path}[{index}]", seen)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            yield from _walk(getattr(value, field.name), f"{path}.{field.name}", seen)
+def iter_report_tensors(report: Any) -> Iterator[tuple[str, Any]]:
+    """As ``report_tensors``, with rendered paths."""
+    for path, tensor in report_tensors(report):
+        yield render_path(path), tensor
+
+
+def render_path(path: Path, root: str = "report") -> str:
+    return root + "".join(f"[{_render_key(value)}]" if kind == "[]" else f".{value}" for kind, value in path)
 
 
 def _render_key(key: Any) -> str:
     # Double quotes, as the linter and the assertion messages print paths.
     return json.dumps(key, ensure_ascii=False) if isinstance(key, str) else repr(key)
+
+
+def _collect(value: Any, path: Path, found: list[tuple[Path, Any]], seen: set[int]) -> None:
+    cls = type(value)
+    if cls is _Tensor or isinstance(value, _Tensor):
+        found.append((path, value))
+        return
+    if cls in _ATOMS or id(value) in seen:  # ``seen``: a report that contains itself
+        return
+    seen.add(id(value))
+    # Exact types first: ``isinstance`` against the ``Mapping`` ABC is slow.
+    if cls is dict or (cls is not tuple and cls is not list and isinstance(value, Mapping)):
+        for key, item in value.items():
+            _collect(item, (*path, ("[]", key)), found, seen)
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        for field, item in zip(value._fields, value):
+            _collect(item, (*path, (".", field)), found, seen)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _collect(item, (*path, ("[]", index)), found, seen)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            _collect(getattr(value, field.name), (*path, (".", field.name)), found, seen)

@@ -40,7 +40,10 @@ def test_profile_rescales_like_its_release(profile, arity, per_token, expected_l
 
 
 def test_clamped_num_tokens_from_0_15_on():
-    assert megatron_rescale(aliased_outputs(3, num_tokens=0), num_microbatches=2, profile="0.15")[0].item() == 4.0
+    assert (
+        megatron_rescale(aliased_outputs(3, num_tokens=0), num_microbatches=2, profile="0.15")[0].item()
+        == 4.0
+    )
     assert megatron_rescale(aliased_outputs(3, num_tokens=0), num_microbatches=2, profile="0.13")[0].isinf()
 
 
@@ -51,7 +54,14 @@ def test_three_tuple_is_an_error_before_0_7():
 
 @pytest.mark.parametrize(
     ("name", "profile"),
-    [("latest", "0.15"), ("0.9.0", "0.7"), ("0.8", "0.7"), ("0.14.0rc1", "0.13"), ("0.5.0", "0.6"), ("1.2.0", "0.15")],
+    [
+        ("latest", "0.15"),
+        ("0.9.0", "0.7"),
+        ("0.8", "0.7"),
+        ("0.14.0rc1", "0.13"),
+        ("0.5.0", "0.6"),
+        ("1.2.0", "0.15"),
+    ],
 )
 def test_resolve_profile_by_name_or_release(name, profile):
     assert resolve_profile(name).name == profile
