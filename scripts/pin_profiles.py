@@ -43,9 +43,7 @@ def install(versions_dir: Path, releases: list[str]) -> None:
 
 def check_release(versions_dir: Path, release: str) -> dict[str, object]:
     """Run the worker against one release; its JSON answer, or the error it died with."""
-    path = os.pathsep.join(
-        [str(versions_dir / release), str(versions_dir / COMPAT), os.environ.get("PYTHONPATH", "")]
-    )
+    path = os.pathsep.join([str(versions_dir / release), str(versions_dir / COMPAT), os.environ.get("PYTHONPATH", "")])
     run = subprocess.run(
         [sys.executable, "-W", "ignore", __file__, "--worker"],
         env={**os.environ, "PYTHONPATH": path},

@@ -77,9 +77,7 @@ def find_report_aliases(outputs: Sequence[Any]) -> list[ReportAlias]:
         raise TypeError("a Megatron loss function returns (loss, report) or (loss, num_tokens, report)")
     loss = outputs[0]
     if not isinstance(loss, _Tensor):
-        raise TypeError(
-            f"the first value a loss function returns must be a tensor; got {type(loss).__name__}"
-        )
+        raise TypeError(f"the first value a loss function returns must be a tensor; got {type(loss).__name__}")
     start, end = _byte_span(loss)
     found = []
     for path, tensor in report_tensors(outputs[-1]):
@@ -125,7 +123,7 @@ def _byte_span(tensor: Any) -> tuple[int, int]:
         return start, start + tensor.nbytes
     if tensor.numel() == 0:
         return 0, 0
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
     return start, start + extent * tensor.element_size()
 
 
@@ -148,7 +146,7 @@ def _shares_memory(a: Any, b: Any) -> bool:
 def _element_starts(tensor: Any) -> Any:
     """The sorted start addresses of a tensor's elements."""
     offsets = torch.zeros((), dtype=torch.int64)
-    for size, stride in zip(tensor.shape, tensor.stride()):
+    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
         offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
     return torch.unique(offsets.flatten()) * tensor.element_size() + tensor.data_ptr()
 

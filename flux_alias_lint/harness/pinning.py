@@ -37,10 +37,10 @@ class Case:
         loss = (torch.tensor([3.0, 5.0], requires_grad=True) * 1.0).sum()
         count = torch.tensor(7)
         report = {
-            "detach": {"loss": (loss.detach(), count)},
+            "detach": {"loss": (loss.detach(), count)},  # noqa: FAL001 -- the case matrix needs aliasing reports
             "clone": {"loss": (loss.detach().clone(), count)},
-            "view": {"loss": loss.detach().view(1)},
-            "same": {"lm loss": loss},
+            "view": {"loss": loss.detach().view(1)},  # noqa: FAL003 -- the case matrix needs aliasing reports
+            "same": {"lm loss": loss},  # noqa: FAL002 -- the case matrix needs aliasing reports
         }[self.report_kind]
         if self.arity == 2:
             return loss, report
@@ -74,9 +74,7 @@ def outcome(case: Case, profile: str) -> Outcome:
 def mismatches(profile: str, against: str = "installed") -> list[tuple[Case, Outcome, Outcome]]:
     """The cases on which two profiles disagree, with both outcomes."""
     return [
-        (case, mine, theirs)
-        for case in CASES
-        if (mine := outcome(case, profile)) != (theirs := outcome(case, against))
+        (case, mine, theirs) for case in CASES if (mine := outcome(case, profile)) != (theirs := outcome(case, against))
     ]
 
 

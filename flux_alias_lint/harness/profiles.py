@@ -66,9 +66,7 @@ def _unpack(outputs: Sequence[Any], profile: Profile) -> tuple[Any, Any, Any]:
         loss, report = outputs
         return loss, None, report
     shapes = (
-        "(loss, report)"
-        if profile.three_tuple == "unsupported"
-        else "(loss, report) or (loss, num_tokens, report)"
+        "(loss, report)" if profile.three_tuple == "unsupported" else "(loss, report) or (loss, num_tokens, report)"
     )
     raise ValueError(
         f"megatron-core {profile.name} expects a loss function to return {shapes}; got {len(outputs)} values"
@@ -171,6 +169,4 @@ def resolve_profile(name: str) -> Profile:
         return profile_for_release(name)
     except ValueError:
         known = ", ".join(["latest", "installed", *PROFILES])
-        raise ValueError(
-            f"unknown Megatron profile {name!r}; use one of {known} or a release like '0.9.0'"
-        ) from None
+        raise ValueError(f"unknown Megatron profile {name!r}; use one of {known} or a release like '0.9.0'") from None

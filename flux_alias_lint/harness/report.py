@@ -57,7 +57,7 @@ def _collect(value: Any, path: Path, found: list[tuple[Path, Any]], seen: set[in
         for key, item in value.items():
             _collect(item, (*path, ("[]", key)), found, seen)
     elif isinstance(value, tuple) and hasattr(value, "_fields"):
-        for field, item in zip(value._fields, value):
+        for field, item in zip(value._fields, value, strict=True):
             _collect(item, (*path, (".", field)), found, seen)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):

@@ -8,7 +8,5 @@ def summarize(loss_sum: torch.Tensor, sample_count: torch.Tensor) -> dict[str, t
     return {"loss": (numerator, sample_count.detach())}
 
 
-def summarize_safely(
-    loss_sum: torch.Tensor, sample_count: torch.Tensor
-) -> dict[str, tuple[torch.Tensor, ...]]:
+def summarize_safely(loss_sum: torch.Tensor, sample_count: torch.Tensor) -> dict[str, tuple[torch.Tensor, ...]]:
     return {"loss": (loss_sum.detach().clone(), sample_count.detach())}

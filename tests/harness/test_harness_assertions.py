@@ -8,7 +8,7 @@ from flux_alias_lint.harness import assert_report_survives_rescale
 def validation_loss_func(output_tensor):
     loss_sum = output_tensor.sum()
     sample_count = torch.tensor(output_tensor.shape[0])
-    return loss_sum, {"loss": (loss_sum.detach(), sample_count.detach())}
+    return loss_sum, {"loss": (loss_sum.detach(), sample_count.detach())}  # noqa: FAL001 -- deliberate alias under test
 
 
 def fixed_validation_loss_func(output_tensor):
@@ -25,13 +25,8 @@ def test_seed_bug_fails_naming_path_factor_and_storage():
     with pytest.raises(AssertionError) as caught:
         assert_report_survives_rescale(validation_loss_func, model_output(), cp_group_size=1)
     lines = str(caught.value).splitlines()
-    assert (
-        'report["loss"][0] changed ×0.50 after the rescale: it shares storage with the backprop tensor'
-        in lines
-    )
-    assert lines[0].startswith(
-        "the report of validation_loss_func does not survive Megatron's in-place rescale"
-    )
+    assert 'report["loss"][0] changed ×0.50 after the rescale: it shares storage with the backprop tensor' in lines
+    assert lines[0].startswith("the report of validation_loss_func does not survive Megatron's in-place rescale")
     assert not any('report["loss"][1]' in line for line in lines)
 
 
@@ -72,7 +67,7 @@ def test_three_tuple_alias_and_per_token_mode():
 
     def aliased(output_tensor):
         loss = output_tensor.sum()
-        return loss, torch.tensor(4), {"lm loss": loss.detach().view(1)}
+        return loss, torch.tensor(4), {"lm loss": loss.detach().view(1)}  # noqa: FAL003 -- deliberate alias under test
 
     assert_report_survives_rescale(loss_func, model_output())  # torch.cat copies
     with pytest.raises(AssertionError, match=r'report\["lm loss"\] changed ×0\.12'):

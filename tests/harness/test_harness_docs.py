@@ -32,6 +32,4 @@ def test_without_the_clone_the_seed_test_fails_as_the_doc_shows():
         namespace[SEED_TEST]()
     shown = re.search(r"```\n(AssertionError: .*?)```", DOC, re.DOTALL)[1]
     version = re.search(r"megatron-core ([\d.]+)", str(caught.value))[1]
-    assert f"AssertionError: {caught.value}\n" == re.sub(
-        r"megatron-core [\d.]+", f"megatron-core {version}", shown
-    )
+    assert f"AssertionError: {caught.value}\n" == re.sub(r"megatron-core [\d.]+", f"megatron-core {version}", shown)

@@ -60,19 +60,14 @@ def test_aliases_found_in_every_container_and_named_by_path():
 
 def test_three_tuple_report_is_the_last_element():
     loss = make_loss()
-    assert paths((loss, torch.tensor(4), {"lm loss": loss.detach()})) == [
-        ('report["lm loss"]', AliasKind.DETACH)
-    ]
+    assert paths((loss, torch.tensor(4), {"lm loss": loss.detach()})) == [('report["lm loss"]', AliasKind.DETACH)]
 
 
 def test_disjoint_slices_of_one_buffer_are_not_aliases():
     losses = torch.arange(1.0, 11.0, requires_grad=True) * 1.0
     loss = losses[1]
     assert (
-        paths(
-            (loss, {"rest": losses[2:].detach(), "first": losses[0].detach(), "evens": losses[::2].detach()})
-        )
-        == []
+        paths((loss, {"rest": losses[2:].detach(), "first": losses[0].detach(), "evens": losses[::2].detach()})) == []
     )
     # Byte ranges overlap but no element does; the one that holds element 1 is caught.
     assert paths((loss, {"every third from 1": losses[1::3].detach()})) == [
@@ -98,9 +93,8 @@ def test_check_loss_outputs_raises_a_value_error_naming_path_and_rule():
     with pytest.raises(ReportAliasError) as caught:
         check_loss_outputs(outputs)
     assert isinstance(caught.value, ValueError)
-    assert (
-        'report["loss"][0] shares storage with the backprop tensor (a .detach()/.data alias of it; FAL001'
-        in str(caught.value)
+    assert 'report["loss"][0] shares storage with the backprop tensor (a .detach()/.data alias of it; FAL001' in str(
+        caught.value
     )
     assert [alias.code for alias in caught.value.aliases] == ["FAL001"]
 
@@ -115,12 +109,12 @@ def test_guard_decorator_raises_or_warns():
     @guard_loss_func
     def strict(output_tensor):
         loss = output_tensor.sum()
-        return loss, {"lm loss": loss.detach()}
+        return loss, {"lm loss": loss.detach()}  # noqa: FAL001 -- deliberate alias under test
 
     @guard_loss_func(on_alias="warn")
     def lenient(output_tensor):
         loss = output_tensor.sum()
-        return loss, {"lm loss": loss.detach()}
+        return loss, {"lm loss": loss.detach()}  # noqa: FAL001 -- deliberate alias under test
 
     with pytest.raises(ReportAliasError, match=r'report\["lm loss"\]'):
         strict(torch.ones(3))

@@ -31,9 +31,7 @@ def test_the_matrix_tells_every_two_profiles_apart():
 def test_installed_rescale_needs_no_process_group_and_keeps_the_report_object():
     loss = (torch.ones(3, requires_grad=True) * 2.0).sum()
     report = {"lm loss": loss.detach().clone()}
-    rescaled, stored = megatron_rescale(
-        (loss, report), num_microbatches=2, cp_group_size=3, profile="installed"
-    )
+    rescaled, stored = megatron_rescale((loss, report), num_microbatches=2, cp_group_size=3, profile="installed")
     assert rescaled is loss and stored is report
     assert loss.item() == 9.0 and report["lm loss"].item() == 6.0
 
@@ -51,8 +49,6 @@ def test_every_pinned_release_matches_exactly_its_own_profile():
     pin = _pin_script()
     releases = [release for release in pin.pinned_releases() if (pin.DEFAULT_DIR / release).exists()]
     if not releases:
-        pytest.skip(
-            f"no megatron-core releases under {pin.DEFAULT_DIR}: python scripts/pin_profiles.py --install"
-        )
+        pytest.skip(f"no megatron-core releases under {pin.DEFAULT_DIR}: python scripts/pin_profiles.py --install")
     results = pin.pin(pin.DEFAULT_DIR, releases)
     assert [r for r in results if not r["ok"]] == []

@@ -7,7 +7,7 @@ from flux_alias_lint.harness.profiles import profile_for_release
 
 def aliased_outputs(arity: int = 2, num_tokens: int = 4):
     loss = (torch.tensor([3.0, 5.0], requires_grad=True) * 1.0).sum()  # 8.0
-    report = {"loss": (loss.detach(), torch.tensor(7))}
+    report = {"loss": (loss.detach(), torch.tensor(7))}  # noqa: FAL001 -- deliberate alias under test
     return (loss, report) if arity == 2 else (loss, torch.tensor(num_tokens), report)
 
 
@@ -40,10 +40,7 @@ def test_profile_rescales_like_its_release(profile, arity, per_token, expected_l
 
 
 def test_clamped_num_tokens_from_0_15_on():
-    assert (
-        megatron_rescale(aliased_outputs(3, num_tokens=0), num_microbatches=2, profile="0.15")[0].item()
-        == 4.0
-    )
+    assert megatron_rescale(aliased_outputs(3, num_tokens=0), num_microbatches=2, profile="0.15")[0].item() == 4.0
     assert megatron_rescale(aliased_outputs(3, num_tokens=0), num_microbatches=2, profile="0.13")[0].isinf()
 
 
