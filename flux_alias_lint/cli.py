@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--ignore", type=split_codes, default=(), help="comma-separated codes or prefixes to skip")
     check.add_argument("--format", choices=sorted(FORMATTERS), default="text", dest="output_format")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if there are findings")
+    check.add_argument(
+        "--exit-non-zero-on-fix", action="store_true", help="with --fix: exit 1 if a file was changed (pre-commit)"
+    )
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     check.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
     check.add_argument("--config", metavar="FILE", help="pyproject.toml (or a TOML file) to read settings from")
@@ -138,6 +141,8 @@ def _report(args: argparse.Namespace, results: list[FileResult], errors: list[st
         return EXIT_ERROR
     if args.diff:
         return EXIT_FINDINGS if any(r.changed for r in results) else EXIT_CLEAN
+    if args.fix and args.exit_non_zero_on_fix and any(r.changed for r in results):
+        return EXIT_FINDINGS
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN

@@ -51,7 +51,7 @@ class _Located:
     edit: Edit | None
 
 
-def _analyze(source: SourceFile, selection: Selection) -> list[_Located]:
+def _analyze(source: SourceFile, selection: Selection, noqa: bool = True) -> list[_Located]:
     module = parse(source)
     try:
         raws = analyze_module(module)
@@ -60,7 +60,7 @@ def _analyze(source: SourceFile, selection: Selection) -> list[_Located]:
     if not raws:
         return []
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    suppressions = parse_suppressions(source.text)
+    suppressions = parse_suppressions(source.text) if noqa else {}
     offsets = line_offsets(source.text)
     located = []
     for raw in raws:
@@ -104,10 +104,13 @@ def _as_source(source: str | bytes, path: str) -> SourceFile:
 
 
 def check_source(
-    source: str | bytes, path: str = "<string>", selection: Selection = DEFAULT_SELECTION
+    source: str | bytes, path: str = "<string>", selection: Selection = DEFAULT_SELECTION, *, noqa: bool = True
 ) -> list[Finding]:
-    """Findings for one module's source, sorted by position. Raises `SourceError` if it cannot be parsed."""
-    return [item.finding for item in _analyze(_as_source(source, path), selection)]
+    """Findings for one module's source, sorted by position. Raises `SourceError` if it cannot be parsed.
+
+    `noqa=False` reports suppressed findings too, for a host (flake8) that applies `# noqa` itself.
+    """
+    return [item.finding for item in _analyze(_as_source(source, path), selection, noqa)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""The pre-commit hooks, run by the real `pre-commit` against a snapshot of this repository.
+
+pre-commit builds the hook environment the way a user's machine would (a fresh virtualenv,
+`pip install` of the hook repository from the package registry), so this takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flux_alias_lint.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The bug from the Flux validation-loss fix, as it stood before it.
+SEED = """\
+def loss_func(output_tensor):
+    loss_sum = output_tensor.sum()
+    sample_count = output_tensor.new_tensor(output_tensor.numel())
+    return loss_sum, {"loss": (loss_sum.detach(), sample_count.detach())}
+"""
+FIXED = SEED.replace("(loss_sum.detach(),", "(loss_sum.detach().clone(),")
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit needs git")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    # No GIT_DIR & co. from an enclosing hook, no outer virtualenv, a private pre-commit cache.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT", "VIRTUAL_ENV"))}
+    for role in ("AUTHOR", "COMMITTER"):
+        env |= {f"GIT_{role}_NAME": "test", f"GIT_{role}_EMAIL": "test@example.invalid"}
+    return env | {"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+
+
+def git(cwd: Path, env: dict[str, str], *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def snapshot(destination: Path, env: dict[str, str]) -> str:
+    """This working tree (tracked and new files, uncommitted edits included) as one commit; its sha."""
+    listed = git(ROOT, env, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, destination / name)
+    git(destination, env, "init", "-q")
+    git(destination, env, "add", "-A")
+    git(destination, env, "commit", "-q", "-m", "snapshot")
+    return git(destination, env, "rev-parse", "HEAD").strip()
+
+
+def pre_commit(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "pre_commit", "run", "--all-files", "--color", "never", *args]
+    return subprocess.run(cmd, check=False, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_check_hook_fails_fix_hook_rewrites_then_both_pass(tmp_path: Path, env: dict[str, str]) -> None:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    sha = snapshot(hooks, env)
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(SEED)
+    (project / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {hooks}\n    rev: {sha}\n    hooks:\n      - id: flux-alias-lint\n      - id: flux-alias-lint-fix\n"
+    )
+    git(project, env, "init", "-q")
+    git(project, env, "add", "-A")
+
+    check = pre_commit(project, env, "flux-alias-lint")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert 'train.py:4:32: FAL001 report["loss"][0] = `loss_sum.detach()`' in check.stdout
+    assert (project / "train.py").read_text() == SEED  # the check hook writes nothing
+
+    fix = pre_commit(project, env, "flux-alias-lint-fix")
+    assert fix.returncode == 1, fix.stdout + fix.stderr
+    assert "files were modified by this hook" in fix.stdout
+    assert (project / "train.py").read_text() == FIXED
+
+    again = pre_commit(project, env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.count("Passed") == 2
+
+    # The hook environment has our package and libcst, and no torch.
+    (python,) = Path(env["PRE_COMMIT_HOME"]).glob("repo*/py_env-*/bin/python")
+    probe = "import importlib.util as u; print([u.find_spec(m) is not None for m in ('flux_alias_lint', 'libcst', 'torch')])"
+    found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True, env=env).stdout
+    assert found.strip() == "[True, True, False]"
+
+
+def test_exit_non_zero_on_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("train.py").write_text(SEED)
+    assert main(["check", "--fix", "--exit-non-zero-on-fix", "train.py"]) == 1  # changed a file
+    assert Path("train.py").read_text() == FIXED
+    assert main(["check", "--fix", "--exit-non-zero-on-fix", "train.py"]) == 0  # nothing left to change
+    Path("train.py").write_text(SEED)
+    assert main(["check", "--fix", "train.py"]) == 0  # without the flag, fixing everything is success
