@@ -89,11 +89,16 @@ def find_report_aliases(outputs: Sequence[Any]) -> list[ReportAlias]:
 
 def check_loss_outputs(outputs: Sequence[Any], *, on_alias: OnAlias = "raise") -> Sequence[Any]:
     """Return ``outputs`` unchanged, or raise ``ReportAliasError`` / warn if the report aliases the loss."""
+    return _check(outputs, on_alias, stacklevel=3)
+
+
+def _check(outputs: Sequence[Any], on_alias: OnAlias, stacklevel: int) -> Sequence[Any]:
     aliases = find_report_aliases(outputs)
     if aliases:
         if on_alias == "raise":
             raise ReportAliasError(aliases)
-        warnings.warn(_message(aliases), ReportAliasWarning, stacklevel=3)
+        # Point the warning at the code that called the loss function.
+        warnings.warn(_message(aliases), ReportAliasWarning, stacklevel=stacklevel)
     return outputs
 
 
@@ -109,7 +114,7 @@ def guard_loss_func(func: F | None = None, *, on_alias: OnAlias = "raise") -> F 
     def decorate(loss_func: F) -> F:
         @functools.wraps(loss_func)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            return check_loss_outputs(loss_func(*args, **kwargs), on_alias=on_alias)
+            return _check(loss_func(*args, **kwargs), on_alias, stacklevel=3)
 
         return guarded  # type: ignore[return-value]
 

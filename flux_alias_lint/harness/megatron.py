@@ -32,8 +32,6 @@ def installed_megatron_version() -> str:
 class _StandInModel:
     """What ``forward_step`` asks of a model when the loss function's outputs are given."""
 
-    vp_stage = None
-
     def __init__(self, model_type: Any) -> None:
         self.model_type = model_type
 
@@ -55,7 +53,7 @@ def rescale_with_installed(
         calculate_per_token_loss=calculate_per_token_loss, timers=None, enable_autocast=False
     )
 
-    def loss_func(output_tensor: Any, non_loss_data: bool = False) -> Sequence[Any]:
+    def loss_func(output_tensor: Any) -> Sequence[Any]:
         return outputs
 
     if hasattr(schedules, "forward_step_calc_loss"):

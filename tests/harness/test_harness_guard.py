@@ -118,8 +118,9 @@ def test_guard_decorator_raises_or_warns():
 
     with pytest.raises(ReportAliasError, match=r'report\["lm loss"\]'):
         strict(torch.ones(3))
-    with pytest.warns(ReportAliasWarning, match=r'report\["lm loss"\]'):
+    with pytest.warns(ReportAliasWarning, match=r'report\["lm loss"\]') as caught:
         outputs = lenient(torch.ones(3))
+    assert caught[0].filename == __file__  # points at the caller, not at the guard
     assert outputs[1]["lm loss"].item() == 3.0
     assert strict.__name__ == "strict"
 
