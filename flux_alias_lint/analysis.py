@@ -161,6 +161,7 @@ class RawFinding:
     backprop: str
     detached: bool  # the flagged value already went through a detach: the fix is `.clone()` alone
     fixable: bool
+    function: cst.FunctionDef | cst.Lambda  # the loss function whose return this is
 
 
 def render_path(path: Sequence[Key]) -> str:
@@ -246,6 +247,7 @@ class ModuleAnalysis:
         self.findings: dict[tuple[int, str], RawFinding] = {}
         self._analyzed: set[int] = set()
         self._loops: list[_Loop] = []
+        self._functions: list[cst.FunctionDef | cst.Lambda] = []  # innermost last
 
     # ---- entry points -------------------------------------------------------------
 
@@ -299,12 +301,14 @@ class ModuleAnalysis:
                 env[param.name.value] = IMMUTABLE
             else:
                 env[param.name.value] = Val(frozenset({Alias(("param", id(node), param.name.value))}))
+        self._functions.append(node)
         if isinstance(node, cst.Lambda):
             self._check_return(self._eval(node.body, env), node.body)
-            return
-        saved, self._loops = self._loops, []
-        self._exec_block(node.body.body, env)
-        self._loops = saved
+        else:
+            saved, self._loops = self._loops, []
+            self._exec_block(node.body.body, env)
+            self._loops = saved
+        self._functions.pop()
 
     def _check_return(self, val: Val, node: cst.BaseExpression | None) -> None:
         if val.container != "seq":
@@ -327,7 +331,13 @@ class ModuleAnalysis:
                 key = (id(alias.entry), render_path(path))
                 old = self.findings.get(key)
                 finding = RawFinding(
-                    CODE_FOR_KIND[kind], alias.entry, key[1], backprop_src, alias.detached, alias.fixable
+                    CODE_FOR_KIND[kind],
+                    alias.entry,
+                    key[1],
+                    backprop_src,
+                    alias.detached,
+                    alias.fixable,
+                    self._functions[-1],
                 )
                 if old is None or old.code < finding.code:
                     self.findings[key] = finding

@@ -49,6 +49,7 @@ def _message(raw: RawFinding, expression: str) -> str:
 class _Located:
     finding: Finding
     edit: Edit | None
+    raw: RawFinding
 
 
 def _analyze(source: SourceFile, selection: Selection, noqa: bool = True) -> list[_Located]:
@@ -92,7 +93,7 @@ def _analyze(source: SourceFile, selection: Selection, noqa: bool = True) -> lis
             fix_before=edit.before if edit else "",
             fix_after=edit.after if edit else "",
         )
-        located.append(_Located(finding, edit))
+        located.append(_Located(finding, edit, raw))
     located.sort(key=lambda item: item.finding)
     return located
 
