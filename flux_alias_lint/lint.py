@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
+import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .analysis import RawFinding, analyze_module
@@ -52,8 +53,11 @@ class _Located:
     raw: RawFinding
 
 
-def _analyze(source: SourceFile, selection: Selection, noqa: bool = True) -> list[_Located]:
-    module = parse(source)
+def _analyze(
+    source: SourceFile, selection: Selection, noqa: bool = True, module: cst.Module | None = None
+) -> list[_Located]:
+    """Findings with their edits; pass `module` (parsed from `source`) to relate findings to its nodes."""
+    module = module or parse(source)
     try:
         raws = analyze_module(module)
     except RecursionError:
