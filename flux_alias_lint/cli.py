@@ -1,8 +1,9 @@
-"""The command line: `flux-alias-lint check PATH...` and `flux-alias-lint rule CODE`."""
+"""The command line: `flux-alias-lint check PATH...`, `verify PATH...` and `rule CODE`."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to files named explicitly too")
     check.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
 
+    verify = commands.add_parser(
+        "verify",
+        help="confirm each finding by running it through Megatron's rescale, before and after its fix "
+        "(needs the harness extra: torch and megatron-core)",
+    )
+    verify.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories")
+    verify.add_argument(
+        "--profile",
+        default="installed",
+        help="Megatron release to model: installed (default), latest, or a release such as 0.12",
+    )
+    verify.add_argument("--num-microbatches", type=int, default=2)
+    verify.add_argument("--cp-group-size", type=int, default=1)
+    verify.add_argument("--format", choices=("text", "json"), default="text", dest="output_format")
+    for name, help_text in (("--select", "codes or prefixes to verify"), ("--ignore", "codes or prefixes to skip")):
+        verify.add_argument(name, type=split_codes, default=None if name == "--select" else (), help=help_text)
+    verify.add_argument("--config", metavar="FILE")
+    verify.add_argument("--exclude", type=lambda v: tuple(p for p in v.split(",") if p))
+    verify.add_argument("--extend-exclude", type=lambda v: tuple(p for p in v.split(",") if p), default=())
+    verify.add_argument("--force-exclude", action="store_true")
+
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code", nargs="?", help="e.g. FAL001; omit to list all rules")
     return parser
@@ -57,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "rule":
         return _rule(args.code)
     try:
-        return _check(args)
+        return _verify(args) if args.command == "verify" else _check(args)
     except ConfigError as exc:
         print(f"flux-alias-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -89,21 +111,58 @@ def _mode(args: argparse.Namespace) -> Mode:
     return Mode.FIX if args.fix else Mode.DIFF if args.diff else Mode.CHECK
 
 
-def _check(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace) -> Config:
     stdin = args.paths == ["-"]
-    start = Path(args.stdin_filename if stdin and args.stdin_filename else (args.paths[0] if args.paths else "."))
-    config = load_config(args.config, start if start.exists() else Path.cwd())
+    stdin_name = getattr(args, "stdin_filename", None)
+    start = Path(stdin_name if stdin and stdin_name else (args.paths[0] if args.paths else "."))
+    return load_config(args.config, start if start.exists() else Path.cwd())
+
+
+def _files(args: argparse.Namespace, config: Config) -> tuple[list[str], list[str]]:
+    patterns = next(p for p in (args.exclude, config.exclude, DEFAULT_EXCLUDE) if p is not None)
+    excluder = Excluder((*patterns, *config.extend_exclude, *args.extend_exclude), config.root or Path.cwd().resolve())
+    return discover(args.paths, excluder, args.force_exclude)
+
+
+def _check(args: argparse.Namespace) -> int:
+    config = _config(args)
     selection = _selection(args, config)
-    if stdin:
+    if args.paths == ["-"]:
         results, errors = [_check_stdin(args, selection)], []
     else:
-        patterns = next(p for p in (args.exclude, config.exclude, DEFAULT_EXCLUDE) if p is not None)
-        excluder = Excluder(
-            (*patterns, *config.extend_exclude, *args.extend_exclude), config.root or Path.cwd().resolve()
-        )
-        files, errors = discover(args.paths, excluder, args.force_exclude)
+        files, errors = _files(args, config)
         results = [process_file(path, selection, _mode(args)) for path in files]
     return _report(args, results, errors)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    config = _config(args)
+    selection = _selection(args, config)
+    files, errors = _files(args, config)
+    try:
+        from .harness.verify import Settings, verify_file
+    except ImportError as exc:  # HarnessUnavailableError names what to install
+        print(f"flux-alias-lint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    settings = Settings(args.profile, args.num_microbatches, args.cp_group_size)
+    verdicts = []
+    for path in files:
+        found, error = verify_file(path, selection, settings)
+        verdicts.extend(found)
+        if error:
+            errors.append(error)
+    for line in errors:
+        print(f"flux-alias-lint: error: {line}", file=sys.stderr)
+    if args.output_format == "json":
+        print(json.dumps([v.to_dict() for v in verdicts], indent=2))
+    else:
+        for verdict in verdicts:
+            print(verdict.line())
+        confirmed = sum(v.confirmed for v in verdicts)
+        print(f"{len(verdicts)} finding(s): {confirmed} confirmed, {len(verdicts) - confirmed} unconfirmed.")
+    if errors:
+        return EXIT_ERROR
+    return EXIT_CLEAN if all(v.confirmed for v in verdicts) else EXIT_FINDINGS
 
 
 def _check_stdin(args: argparse.Namespace, selection: Selection) -> FileResult:

@@ -45,10 +45,9 @@ class Excluder:
             rel = path.resolve().relative_to(self.root).as_posix()
         except ValueError:
             rel = path.as_posix()
-        return any(
-            fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) or rel.startswith(p + "/")
-            for p in self.patterns
-        )
+        # No prefix test: the walk prunes excluded directories, and a directory named on the
+        # command line is walked even if a pattern would exclude it (see `discover`).
+        return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in self.patterns)
 
 
 def discover(paths: Sequence[str], excluded: Excluder, force_exclude: bool = False) -> tuple[list[str], list[str]]:
@@ -58,7 +57,8 @@ def discover(paths: Sequence[str], excluded: Excluder, force_exclude: bool = Fal
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            if excluded(path) and raw not in (".", "./"):
+            # Like ruff: a directory named on the command line is walked unless --force-exclude.
+            if force_exclude and excluded(path) and raw not in (".", "./"):
                 continue
             files.extend(_walk(path, excluded))
         elif path.exists() or path.is_symlink():

@@ -130,13 +130,19 @@ def _constant(node: cst.BaseExpression) -> bool:
 def _definitions(module: cst.Module) -> Iterator[str]:
     """Module-level statements that define names without running anything heavy."""
     for stmt in module.body:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            yield module.code_for_node(stmt)
-        elif isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(small, (cst.Import, cst.ImportFrom))
-            or (isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None and _constant(small.value))
-            for small in stmt.body
-        ):
+        defines = isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and all(
+                isinstance(small, (cst.Import, cst.ImportFrom))
+                or (
+                    isinstance(small, (cst.Assign, cst.AnnAssign))
+                    and small.value is not None
+                    and _constant(small.value)
+                )
+                for small in stmt.body
+            )
+        )
+        if defines:
             yield module.code_for_node(stmt)
 
 

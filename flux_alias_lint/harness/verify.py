@@ -14,7 +14,7 @@ from typing import Any
 
 from ..finding import Finding
 from ..lint import Selection, _analyze, fix_text
-from ..source import SourceFile, parse
+from ..source import SourceError, SourceFile, parse, read_source
 from ._deps import require_torch
 from .assertions import _factor, _same_values
 from .probe import Probe, ProbeError, build_probe, functions
@@ -65,6 +65,15 @@ def _run(probe: Probe, settings: Settings) -> _Run:
         profile=settings.profile,
     )
     moved = {}
+    with torch.no_grad():
+        _compare(before, moved)
+    if torch.is_tensor(loss) and loss.requires_grad:
+        loss.sum().backward()
+    value = loss.detach().clone() if torch.is_tensor(loss) else loss
+    return _Run(moved, value, [b.grad for b in bases])
+
+
+def _compare(before: list[tuple[str, Any, Any]], moved: dict[str, str]) -> None:
     for path, tensor, old in before:
         try:
             if not _same_values(old, tensor):
@@ -73,10 +82,6 @@ def _run(probe: Probe, settings: Settings) -> _Run:
             if "modified inplace" not in str(exc):
                 raise
             moved[path] = "invalidated"
-    if torch.is_tensor(loss) and loss.requires_grad:
-        loss.sum().backward()
-    value = loss.detach().clone() if torch.is_tensor(loss) else loss
-    return _Run(moved, value, [b.grad for b in bases])
 
 
 def _matches(pattern: str, path: str) -> bool:
@@ -99,7 +104,9 @@ def _judge(finding: Finding, before: _Run, after: _Run) -> Verdict:
     path, factor = moved[0]
     if still:
         return Verdict(finding, False, f"{path} {factor} before fix, still moves after the fix")
-    if not (_same(before.loss, after.loss) and all(_same(a, b) for a, b in zip(before.grads, after.grads))):
+    if not (
+        _same(before.loss, after.loss) and all(_same(a, b) for a, b in zip(before.grads, after.grads, strict=True))
+    ):
         return Verdict(finding, False, f"{path} {factor} before fix, held after; but the fix changed the loss or grad")
     return Verdict(finding, True, f"{path} {factor} before fix, held after; loss and grad unchanged")
 
@@ -133,3 +140,11 @@ def verify_source(source: SourceFile, selection: Selection, settings: Settings) 
         else:
             verdicts.append(_judge(item.finding, *outcome))
     return verdicts
+
+
+def verify_file(path: str, selection: Selection, settings: Settings) -> tuple[list[Verdict], str | None]:
+    """Verdicts for one file, or the one-line reason it could not be checked."""
+    try:
+        return verify_source(read_source(path), selection, settings), None
+    except SourceError as exc:
+        return [], str(exc)
