@@ -319,7 +319,7 @@ class ModuleAnalysis:
         backprop, report = val.item(0), val.item(keys[-1])
         if report.container != "dict" or backprop.immutable or not backprop.aliases:
             return
-        backprop_src = self._backprop_source(node)
+        backprop_src = self._backprop_source(node, backprop)
         for path, leaf in _leaves(report):
             if not path:
                 continue  # the report mapping itself is never rescaled, only what it holds
@@ -342,10 +342,12 @@ class ModuleAnalysis:
                 if old is None or old.code < finding.code:
                     self.findings[key] = finding
 
-    def _backprop_source(self, node: cst.BaseExpression | None) -> str:
+    def _backprop_source(self, node: cst.BaseExpression | None, backprop: Val) -> str:
+        """How the message names the backprop tensor: as written in the return, else where it was last passed."""
         if isinstance(node, cst.Tuple) and node.elements:
             return self.module.code_for_node(node.elements[0].value)
-        return "the first returned element"
+        entries = sorted({self.module.code_for_node(a.entry) for a in backprop.aliases if a.entry is not None})
+        return " or ".join(entries) if entries else "the first returned element"
 
     # ---- statements ---------------------------------------------------------------
 
