@@ -6,7 +6,7 @@ import re
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
-# line number (1-based) → suppressed codes, or None for a bare `# noqa` (everything)
+# line number (1-based) → suppressed codes, or None when the comment names no codes (all)
 Suppressions = dict[int, "frozenset[str] | None"]
 
 
