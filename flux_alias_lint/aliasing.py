@@ -89,42 +89,18 @@ MAY_RETURN_SELF_METHODS: frozenset[str] = frozenset(
     }
 )
 
+# View methods with no ``torch.<name>`` function of the same meaning.
+_METHOD_ONLY_VIEWS: frozenset[str] = frozenset(
+    {"expand", "expand_as", "indices", "reshape_as", "unfold", "values", "view", "view_as"}
+)
+
 # ``torch.<fn>(x, ...)`` functions whose first argument is aliased.
 TORCH_FUNCTIONS: dict[str, AliasKind] = {
     "detach": AliasKind.DETACH,
     "as_tensor": AliasKind.MAY_RETURN_SELF,
     "asarray": AliasKind.MAY_RETURN_SELF,
-    **{
-        name: AliasKind.VIEW
-        for name in (
-            "adjoint",
-            "as_strided",
-            "chunk",
-            "diagonal",
-            "flatten",
-            "hsplit",
-            "movedim",
-            "moveaxis",
-            "narrow",
-            "permute",
-            "reshape",
-            "select",
-            "split",
-            "squeeze",
-            "swapaxes",
-            "swapdims",
-            "t",
-            "tensor_split",
-            "transpose",
-            "unbind",
-            "unflatten",
-            "unsqueeze",
-            "view_as_real",
-            "view_as_complex",
-            "vsplit",
-            "dsplit",
-        )
-    },
+    # The functional spelling of every view method that has one, plus two that are functions only.
+    **{name: AliasKind.VIEW for name in (VIEW_METHODS - _METHOD_ONLY_VIEWS) | {"view_as_real", "view_as_complex"}},
 }
 
 # The dtype a conversion method produces, where the method name fixes it.

@@ -210,12 +210,12 @@ def _leaves(val: Val, path: tuple[Key, ...] = ()) -> Iterator[tuple[tuple[Key, .
         yield from _leaves(item, path + (key,))
 
 
-def _dotted(node: cst.BaseExpression) -> str | None:
+def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a chain of names, else None."""
     if isinstance(node, cst.Name):
         return node.value
     if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
+        base = dotted_name(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
 
@@ -270,19 +270,19 @@ class ModuleAnalysis:
             for small in stmt.body:
                 if isinstance(small, cst.Import):
                     for alias in small.names:
-                        full = _dotted(alias.name) or ""
+                        full = dotted_name(alias.name) or ""
                         local = alias.asname.name.value if alias.asname else full.split(".")[0]
                         names[local] = full if alias.asname else local
                 elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                    mod = _dotted(small.module) if small.module else ""
+                    mod = dotted_name(small.module) if small.module else ""
                     for alias in small.names:
-                        full = _dotted(alias.name) or ""
+                        full = dotted_name(alias.name) or ""
                         local = alias.asname.name.value if alias.asname else full
                         names[local] = f"{mod}.{full}" if mod else full
         return names
 
     def _qualified(self, node: cst.BaseExpression, env: Env) -> str | None:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None:
             return None
         head, _, rest = dotted.partition(".")
@@ -498,7 +498,7 @@ class ModuleAnalysis:
             env[target.value] = val
             return
         if isinstance(target, cst.Attribute):
-            dotted = _dotted(target)
+            dotted = dotted_name(target)
             if dotted is not None:
                 for name in [n for n in env if n.startswith(dotted + ".")]:
                     del env[name]
@@ -524,7 +524,7 @@ class ModuleAnalysis:
 
     def _store_item(self, target: cst.Subscript, val: Val, env: Env) -> None:
         """`d[k] = v` on a tracked container updates it; on a tensor it is an in-place write."""
-        owner = _dotted(target.value)
+        owner = dotted_name(target.value)
         if owner is None or len(target.slice) != 1:
             return
         current = env.get(owner)
@@ -580,7 +580,7 @@ class ModuleAnalysis:
         qualified = self._qualified(node, env)
         if qualified is not None and qualified.startswith("torch."):
             return IMMUTABLE  # torch.float32, torch.bfloat16 and the like
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is not None and dotted in env:
             return env[dotted].entered_at(node)
         base = self._eval(node.value, env)
@@ -849,7 +849,7 @@ class ModuleAnalysis:
         """dict/list methods: reads return entries; mutations update the tracked container."""
         name = func.attr.value
         positional, keywords = self._args(node, env)
-        owner = _dotted(func.value)
+        owner = dotted_name(func.value)
         key = _constant_index(node.args[0].value) if node.args and node.args[0].keyword is None else None
         updated: Val | None = None
         result: Val = IMMUTABLE
@@ -941,7 +941,7 @@ def _immutable_annotation(annotation: cst.Annotation | None) -> bool:
             return node.value in _IMMUTABLE_TYPES
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
             return immutable(node.left) and immutable(node.right)
-        if isinstance(node, cst.Subscript) and _dotted(node.value) in ("Optional", "typing.Optional"):
+        if isinstance(node, cst.Subscript) and dotted_name(node.value) in ("Optional", "typing.Optional"):
             return all(isinstance(s.slice, cst.Index) and immutable(s.slice.value) for s in node.slice)
         return False
 
@@ -949,7 +949,7 @@ def _immutable_annotation(annotation: cst.Annotation | None) -> bool:
 
 
 def _target_names(node: cst.BaseExpression) -> Iterator[str]:
-    dotted = _dotted(node)
+    dotted = dotted_name(node)
     if dotted is not None:
         yield dotted
     elif isinstance(node, (cst.Tuple, cst.List)):

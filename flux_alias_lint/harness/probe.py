@@ -19,6 +19,7 @@ from typing import Any
 
 import libcst as cst
 
+from ..analysis import dotted_name
 from ._deps import require_torch
 
 torch = require_torch()
@@ -83,15 +84,6 @@ class Probe:
     make_args: Callable[[], tuple[list[Any], list[Any]]]  # fresh (args, leaf bases) per run
 
 
-def _dotted(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
-
-
 def _usage(function: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
     """Dotted names the code calls, and names it takes non-tensor attributes of (`args.seq_len`)."""
     called: set[str] = set()
@@ -99,12 +91,12 @@ def _usage(function: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
 
     class Visitor(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
-            name = _dotted(node.func)
+            name = dotted_name(node.func)
             if name:
                 called.add(name)
 
         def visit_Attribute(self, node: cst.Attribute) -> None:
-            name = _dotted(node.value)
+            name = dotted_name(node.value)
             if name and not hasattr(torch.Tensor, node.attr.value):
                 objects.add(name)
 
