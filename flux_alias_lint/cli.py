@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import __version__
 from .config import Config, ConfigError, load_config, split_codes
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
+from .gitignore import GitIgnore
 from .lint import Selection
 from .output import FORMATTERS, format_statistics, summary
+from .progress import progress_wanted, run_summary, track
 from .rules import RULES
 from .runner import FileResult, Mode, lint_source, process_file
 from .source import SourceError, decode
@@ -46,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--exclude", type=lambda v: tuple(p for p in v.split(",") if p), help="replace the excludes")
     check.add_argument("--extend-exclude", type=lambda v: tuple(p for p in v.split(",") if p), default=())
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to files named explicitly too")
+    check.add_argument(
+        "--no-respect-gitignore", dest="respect_gitignore", action="store_false", help="check files git ignores too"
+    )
     check.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
 
     verify = commands.add_parser(
@@ -68,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--exclude", type=lambda v: tuple(p for p in v.split(",") if p))
     verify.add_argument("--extend-exclude", type=lambda v: tuple(p for p in v.split(",") if p), default=())
     verify.add_argument("--force-exclude", action="store_true")
+    verify.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false")
 
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code", nargs="?", help="e.g. FAL001; omit to list all rules")
@@ -121,18 +128,28 @@ def _config(args: argparse.Namespace) -> Config:
 def _files(args: argparse.Namespace, config: Config) -> tuple[list[str], list[str]]:
     patterns = next(p for p in (args.exclude, config.exclude, DEFAULT_EXCLUDE) if p is not None)
     excluder = Excluder((*patterns, *config.extend_exclude, *args.extend_exclude), config.root or Path.cwd().resolve())
-    return discover(args.paths, excluder, args.force_exclude)
+    gitignore = GitIgnore() if args.respect_gitignore else None
+    return discover(args.paths, excluder, args.force_exclude, gitignore)
 
 
 def _check(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     config = _config(args)
     selection = _selection(args, config)
-    if args.paths == ["-"]:
+    stdin = args.paths == ["-"]
+    if stdin:
         results, errors = [_check_stdin(args, selection)], []
     else:
         files, errors = _files(args, config)
-        results = [process_file(path, selection, _mode(args)) for path in files]
-    return _report(args, results, errors)
+        pending: Iterable[FileResult] = (process_file(path, selection, _mode(args)) for path in files)
+        if not args.quiet and progress_wanted(sys.stderr):
+            pending = track(pending, len(files))
+        results = list(pending)
+    code = _report(args, results, errors)
+    if (args.fix or args.diff) and not stdin and not args.quiet:
+        unchecked = len(errors) + sum(r.error is not None for r in results)
+        sys.stderr.write(run_summary(results, unchecked, time.monotonic() - started, diff=args.diff))
+    return code
 
 
 def _verify(args: argparse.Namespace) -> int:

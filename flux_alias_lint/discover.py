@@ -7,6 +7,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from .gitignore import GitIgnore
+
 DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".bzr",
     ".direnv",
@@ -50,8 +52,14 @@ class Excluder:
         return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in self.patterns)
 
 
-def discover(paths: Sequence[str], excluded: Excluder, force_exclude: bool = False) -> tuple[list[str], list[str]]:
-    """(files in a stable order, one-line errors for paths that do not exist)."""
+def discover(
+    paths: Sequence[str], excluded: Excluder, force_exclude: bool = False, gitignore: GitIgnore | None = None
+) -> tuple[list[str], list[str]]:
+    """(files in a stable order, one-line errors for paths that do not exist).
+
+    With `gitignore`, what git ignores is skipped inside directories; a path named explicitly is
+    only dropped for that with `force_exclude`, as for the exclude patterns.
+    """
     files: list[str] = []
     errors: list[str] = []
     for raw in paths:
@@ -60,10 +68,15 @@ def discover(paths: Sequence[str], excluded: Excluder, force_exclude: bool = Fal
             # Like ruff: a directory named on the command line is walked unless --force-exclude.
             if force_exclude and excluded(path) and raw not in (".", "./"):
                 continue
-            files.extend(_walk(path, excluded))
+            if force_exclude and gitignore is not None and gitignore.ignored_here_or_above(path, is_dir=True):
+                continue
+            files.extend(_walk(path, excluded, gitignore))
         elif path.exists() or path.is_symlink():
-            if not (force_exclude and excluded(path)):
-                files.append(raw)
+            if force_exclude and (
+                excluded(path) or (gitignore is not None and gitignore.ignored_here_or_above(path, is_dir=False))
+            ):
+                continue
+            files.append(raw)
         else:
             errors.append(f"{raw}: no such file or directory")
     seen: set[str] = set()
@@ -71,13 +84,17 @@ def discover(paths: Sequence[str], excluded: Excluder, force_exclude: bool = Fal
     return unique, errors
 
 
-def _walk(top: Path, excluded: Excluder) -> list[str]:
+def _walk(top: Path, excluded: Excluder, gitignore: GitIgnore | None) -> list[str]:
+    def skip(path: Path, is_dir: bool) -> bool:
+        return excluded(path) or (gitignore is not None and gitignore.ignored(path, is_dir))
+
     found: list[str] = []
     # followlinks=False: a symlink loop cannot make the walk go round forever.
     for directory, dirnames, filenames in os.walk(top):
         base = Path(directory)
-        dirnames[:] = sorted(d for d in dirnames if not excluded(base / d))
+        # Pruning an ignored directory is also what keeps a `!` below it from re-including files.
+        dirnames[:] = sorted(d for d in dirnames if not skip(base / d, True))
         for filename in sorted(filenames):
-            if filename.endswith(".py") and not excluded(base / filename):
+            if filename.endswith(".py") and not skip(base / filename, False):
                 found.append(str(base / filename))
     return found
