@@ -10,14 +10,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import __version__
+from .cache import CACHE_DIR_NAME, Cache
 from .config import Config, ConfigError, load_config, split_codes
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .gitignore import GitIgnore
-from .lint import Selection
 from .output import FORMATTERS, format_statistics, summary
+from .parallel import check_files
 from .progress import progress_wanted, run_summary, track
 from .rules import RULES
-from .runner import FileResult, Mode, lint_source, process_file
+from .runner import FileResult, Mode, lint_source
+from .selection import Selection
 from .source import SourceError, decode
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -53,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-respect-gitignore", dest="respect_gitignore", action="store_false", help="check files git ignores too"
     )
     check.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
+    check.add_argument("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: all cores)")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    check.add_argument("--cache-dir", metavar="DIR", help=f"where the cache lives (default: ./{CACHE_DIR_NAME})")
 
     verify = commands.add_parser(
         "verify",
@@ -141,7 +146,8 @@ def _check(args: argparse.Namespace) -> int:
         results, errors = [_check_stdin(args, selection)], []
     else:
         files, errors = _files(args, config)
-        pending: Iterable[FileResult] = (process_file(path, selection, _mode(args)) for path in files)
+        cache = None if args.no_cache else Cache(_cache_dir(args, config), selection)
+        pending: Iterable[FileResult] = check_files(files, selection, _mode(args), jobs=args.jobs, cache=cache)
         if not args.quiet and progress_wanted(sys.stderr):
             pending = track(pending, len(files))
         results = list(pending)
@@ -180,6 +186,20 @@ def _verify(args: argparse.Namespace) -> int:
     if errors:
         return EXIT_ERROR
     return EXIT_CLEAN if all(v.confirmed for v in verdicts) else EXIT_FINDINGS
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+def _cache_dir(args: argparse.Namespace, config: Config) -> Path:
+    """Next to the pyproject.toml that configured the run, else the working directory, like ruff."""
+    if args.cache_dir:
+        return Path(args.cache_dir)
+    return (config.root or Path.cwd()) / CACHE_DIR_NAME
 
 
 def _check_stdin(args: argparse.Namespace, selection: Selection) -> FileResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -40,16 +41,30 @@ class Excluder:
     def __init__(self, patterns: Iterable[str], root: Path) -> None:
         self.patterns = tuple(p.rstrip("/") for p in patterns)
         self.root = root
+        # One regex for all patterns and one resolve() per directory: per-pattern fnmatch and a
+        # resolve() per file were most of a warm (cached) run on a large tree.
+        self._match = re.compile("|".join(fnmatch.translate(p) for p in self.patterns)).match
+        self._resolved: dict[Path, Path] = {}
 
     def __call__(self, path: Path) -> bool:
+        if not self.patterns:
+            return False
         name = path.name
         try:
-            rel = path.resolve().relative_to(self.root).as_posix()
+            rel = self._resolve(path).relative_to(self.root).as_posix()
         except ValueError:
             rel = path.as_posix()
         # No prefix test: the walk prunes excluded directories, and a directory named on the
         # command line is walked even if a pattern would exclude it (see `discover`).
-        return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in self.patterns)
+        return bool(self._match(name) or self._match(rel))
+
+    def _resolve(self, path: Path) -> Path:
+        if path.name in ("", ".", "..") or path.is_symlink():
+            return path.resolve()
+        parent = self._resolved.get(path.parent)
+        if parent is None:
+            parent = self._resolved[path.parent] = path.parent.resolve()
+        return parent / path.name
 
 
 def discover(

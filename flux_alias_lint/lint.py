@@ -13,21 +13,8 @@ from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit
 from .noqa import is_suppressed, parse_suppressions
 from .rules import RULES
+from .selection import DEFAULT_SELECTION, Selection
 from .source import SourceError, SourceFile, decode, parse
-
-
-@dataclasses.dataclass(frozen=True)
-class Selection:
-    """Which codes are reported: prefixes, as in ruff (`FAL`, `FAL00`, `FAL001`); ignore wins."""
-
-    select: tuple[str, ...] = ("FAL",)
-    ignore: tuple[str, ...] = ()
-
-    def enabled(self, code: str) -> bool:
-        return any(code.startswith(p) for p in self.select) and not any(code.startswith(p) for p in self.ignore)
-
-
-DEFAULT_SELECTION = Selection()
 
 _RELATION = {
     "FAL001": "is a detached alias of",

@@ -9,8 +9,8 @@ import os
 import tempfile
 
 from .finding import Finding
-from .lint import Selection, check_source, fix_text
-from .source import SourceError, SourceFile, read_source
+from .selection import Selection
+from .source import SourceError, SourceFile, decode, read_source
 
 
 class Mode(enum.Enum):
@@ -54,6 +54,8 @@ def write_atomically(path: str, data: bytes) -> None:
 
 def lint_source(source: SourceFile, selection: Selection, mode: Mode) -> tuple[FileResult, str]:
     """The result for one decoded source, plus its (possibly fixed) text."""
+    from .lint import check_source, fix_text  # lazy: libcst is only needed once a file is really analysed
+
     if mode is Mode.CHECK:
         return FileResult(source.path, check_source(source.text, source.path, selection)), source.text
     result = fix_text(source, selection)
@@ -64,10 +66,13 @@ def lint_source(source: SourceFile, selection: Selection, mode: Mode) -> tuple[F
     ), result.text
 
 
-def process_file(path: str, selection: Selection, mode: Mode) -> FileResult:
-    """Never raises for a bad file: the reason goes into `FileResult.error`."""
+def process_file(path: str, selection: Selection, mode: Mode, data: bytes | None = None) -> FileResult:
+    """Never raises for a bad file: the reason goes into `FileResult.error`.
+
+    `data`: the file's bytes when the caller already read them (to hash them for the cache).
+    """
     try:
-        source = read_source(path)
+        source = read_source(path) if data is None else decode(data, path)
         result, text = lint_source(source, selection, mode)
         if mode is Mode.FIX and result.changed:
             try:

@@ -7,8 +7,10 @@ import codecs
 import dataclasses
 import io
 import tokenize
+from typing import TYPE_CHECKING
 
-import libcst as cst
+if TYPE_CHECKING:
+    import libcst as cst
 
 
 class SourceError(Exception):
@@ -80,6 +82,8 @@ def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> str:
 
 
 def parse(source: SourceFile) -> cst.Module:
+    import libcst as cst  # lazy: a run answered from the cache never parses
+
     try:
         return cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:

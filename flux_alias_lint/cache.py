@@ -1,0 +1,142 @@
+"""Per-file results keyed by content hash, found through a stat fast path.
+
+One JSON file per (tool build, settings) in the cache directory holds two maps:
+
+- `files`: absolute path → [stamp, digest], the stamp being (mtime_ns, ctime_ns, size, inode);
+- `results`: digest → the file's findings (without the path) or the reason it could not be checked.
+
+A warm run stats every file and, when the stamp matches, answers from `results` without opening
+the file. When the stamp differs the file is read and hashed, so touched-but-identical files still
+hit. The digest is the key for correctness; the stamp only lets us skip reading.
+
+A file modified within `_RACY_NS` of being cached gets no stamp (as git's "racily clean" entries):
+a second write in the same timestamp tick with the same size would otherwise look unchanged.
+
+JSON rather than pickle: a cache directory checked into a repository must not be able to run code.
+Writes are atomic (temporary file + rename), so concurrent runs never see a torn file; the last
+writer wins, which only costs the other run's additions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from . import __version__
+from .finding import Finding
+from .runner import FileResult
+from .selection import Selection
+
+CACHE_DIR_NAME = ".flux-alias-lint-cache"
+_RACY_NS = 2_000_000_000
+_FIELDS = tuple(f.name for f in dataclasses.fields(Finding) if f.name != "path")
+
+Stamp = tuple[int, int, int, int]
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+def digest_of(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _build_fingerprint() -> str:
+    """The tool version plus the bytes of its own modules: an edited checkout never reads stale results."""
+    package = Path(__file__).parent
+    h = hashlib.blake2b(__version__.encode(), digest_size=16)
+    for module in sorted(package.glob("*.py")):
+        h.update(module.name.encode())
+        h.update(module.read_bytes())
+    return h.hexdigest()
+
+
+class Cache:
+    def __init__(self, directory: Path, selection: Selection) -> None:
+        self.directory = directory
+        settings = json.dumps([_build_fingerprint(), list(selection.select), list(selection.ignore)])
+        self.file = directory / f"check-{hashlib.blake2b(settings.encode(), digest_size=8).hexdigest()}.json"
+        self.files: dict[str, list] = {}
+        self.results: dict[str, list] = {}
+        self._dirty = False
+        try:
+            with open(self.file, "rb") as handle:
+                data = json.load(handle)
+            self.files, self.results = dict(data["files"]), dict(data["results"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # missing or unreadable: start empty, the next save replaces it
+
+    def lookup(self, path: str, st: os.stat_result) -> FileResult | None:
+        """The cached result if the file is unchanged; reads and hashes it only if its stamp moved."""
+        key = os.path.abspath(path)
+        entry = self.files.get(key)
+        stamp = stamp_of(st)
+        if entry is not None and entry[0] is not None and tuple(entry[0]) == stamp:
+            return self._result(path, entry[1])
+        if entry is None and not self.results:
+            return None  # nothing to match by content: do not read the file twice
+        try:
+            with open(path, "rb") as handle:
+                digest = digest_of(handle.read())
+        except OSError:
+            return None
+        result = self._result(path, digest)
+        if result is not None:
+            self._remember(key, stamp, digest)
+        return result
+
+    def store(self, path: str, stamp: Stamp, digest: str, result: FileResult) -> None:
+        error = None if result.error is None else result.error.removeprefix(f"{path}: ")
+        self.results[digest] = [[[getattr(f, name) for name in _FIELDS] for f in result.findings], error]
+        self._remember(os.path.abspath(path), stamp, digest)
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        live = {entry[1] for entry in self.files.values()}
+        data = {"files": self.files, "results": {d: r for d, r in self.results.items() if d in live}}
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _write_markers(self.directory)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump(data, handle, separators=(",", ":"))
+                os.replace(tmp, self.file)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            pass  # a read-only checkout still gets its results, just not cached
+        self._dirty = False
+
+    def _remember(self, key: str, stamp: Stamp, digest: str) -> None:
+        racy = time.time_ns() - stamp[0] < _RACY_NS
+        self.files[key] = [None if racy else list(stamp), digest]
+        self._dirty = True
+
+    def _result(self, path: str, digest: str) -> FileResult | None:
+        cached = self.results.get(digest)
+        if cached is None:
+            return None
+        rows, error = cached
+        if error is not None:
+            return FileResult(path, error=f"{path}: {error}")
+        return FileResult(path, [Finding(path, *row) for row in rows])
+
+
+def _write_markers(directory: Path) -> None:
+    """Like ruff's cache: never committed, skipped by backup tools."""
+    for name, text in (
+        (".gitignore", "# Automatically created by flux-alias-lint.\n*\n"),
+        ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"),
+    ):
+        marker = directory / name
+        if not marker.exists():
+            marker.write_text(text)
