@@ -51,7 +51,11 @@ class Excluder:
             return False
         name = path.name
         try:
-            rel = self._resolve(path).relative_to(self.root).as_posix()
+            resolved = self._resolve(path)
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            resolved = Path(os.path.abspath(path))
+        try:
+            rel = resolved.relative_to(self.root).as_posix()
         except ValueError:
             rel = path.as_posix()
         # No prefix test: the walk prunes excluded directories, and a directory named on the

@@ -14,7 +14,7 @@ from .fixer import Edit, apply_edits, line_offsets, make_edit
 from .noqa import is_suppressed, parse_suppressions
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
-from .source import SourceError, SourceFile, decode, parse
+from .source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
 
 _RELATION = {
     "FAL001": "is a detached alias of",
@@ -44,11 +44,16 @@ def _analyze(
     source: SourceFile, selection: Selection, noqa: bool = True, module: cst.Module | None = None
 ) -> list[_Located]:
     """Findings with their edits; pass `module` (parsed from `source`) to relate findings to its nodes."""
-    module = module or parse(source)
+    depth = nesting_depth(source)
     try:
-        raws = analyze_module(module)
+        return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module)
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to analyse") from None
+
+
+def _analyze_parsed(source: SourceFile, selection: Selection, noqa: bool, module: cst.Module | None) -> list[_Located]:
+    module = module or parse(source)
+    raws = analyze_module(module)
     if not raws:
         return []
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)

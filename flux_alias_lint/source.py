@@ -6,11 +6,28 @@ import ast
 import codecs
 import dataclasses
 import io
+import sys
+import threading
 import tokenize
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import libcst as cst
+
+T = TypeVar("T")
+
+# libcst's native parser recurses on the C stack and segfaults (it cannot raise) at a few
+# thousand levels on the default 8 MiB stack. Nesting up to _MAX_DEPTH is parsed and analysed
+# in a thread with a _DEEP_STACK stack, which survives 200,000 levels; deeper is refused.
+_INLINE_DEPTH = 500
+_MAX_DEPTH = 10_000
+_DEEP_STACK = 256 * 1024 * 1024
+# Python frames the checker needs per nesting level (measured: about 4.6), with margin.
+_FRAMES_PER_LEVEL = 10
+_stack_size_lock = threading.Lock()
+# CPython's own refusals of too much nesting (it guards its C stack; libcst does not).
+_NESTING_ERRORS = ("too many nested parentheses", "too many levels of indentation", "too complex")
 
 
 class SourceError(Exception):
@@ -70,23 +87,78 @@ def read_source(path: str) -> SourceFile:
     return decode(data, path)
 
 
-def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> str:
-    """CPython's own message where it has one (it names Python 2 prints, for instance)."""
+def nesting_depth(source: SourceFile) -> int:
+    """Validate with CPython's parser, which fails safely, and bound how deep libcst will recurse.
+
+    Running CPython first means libcst never sees text it could crash on: CPython refuses more
+    than 200 nested brackets and about 3,000 nested expressions. One shape it accepts flat is
+    nested in libcst: a chain of `and`/`or` is one `BoolOp` but a tower of `BooleanOperation`s,
+    so each chain counts as deep as it is long. Syntax newer than the running Python is a
+    syntax error here, as in every `ast`-based linter.
+    """
     try:
-        compile(text, "<check>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = compile(source.text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
-        return f"syntax error at {error.lineno}:{error.offset}: {error.msg}"
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    return f"syntax error at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
+        if any(reason in error.msg for reason in _NESTING_ERRORS):
+            raise SourceError(source.path, f"too deeply nested for Python's parser ({error.msg})") from None
+        hint = " (Python 2 code?)" if error.msg.startswith("Missing parentheses in call to") else ""
+        raise SourceError(source.path, f"syntax error at {error.lineno}:{error.offset}: {error.msg}{hint}") from None
+    except (RecursionError, MemoryError):
+        raise SourceError(source.path, "too deeply nested for Python's parser") from None
+    except ValueError as error:  # e.g. NUL bytes in a str that did not come from `decode`
+        raise SourceError(source.path, f"cannot parse: {error}") from None
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]  # iterative: the tree may be 3,000 deep
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.BoolOp):
+            depth += len(node.values) - 2
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    if deepest > _MAX_DEPTH:
+        raise SourceError(source.path, f"nested {deepest} levels deep; more than {_MAX_DEPTH} is not checked")
+    return deepest
+
+
+def call_at_depth(depth: int, function: Callable[..., T], *args: object) -> T:
+    """Call `function(*args)` with enough C stack and recursion limit for `depth` levels of nesting."""
+    if depth <= _INLINE_DEPTH:
+        return function(*args)
+    # Only ever raised, never restored: another thread may be deep inside a check right now.
+    needed = _FRAMES_PER_LEVEL * depth + 2_000
+    if sys.getrecursionlimit() < needed:
+        sys.setrecursionlimit(needed)
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(function(*args))
+        except BaseException as exc:  # handed to the calling thread, which re-raises it
+            failure.append(exc)
+
+    with _stack_size_lock:  # the stack size is process-wide state: set it only for this thread
+        previous = threading.stack_size(_DEEP_STACK)
+        try:
+            worker = threading.Thread(target=run, name="flux-alias-lint-deep", daemon=True)
+            worker.start()
+        finally:
+            threading.stack_size(previous)
+    worker.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def parse(source: SourceFile) -> cst.Module:
+    """libcst's tree of text that `nesting_depth` accepted, on a stack `call_at_depth` sized."""
     import libcst as cst  # lazy: a run answered from the cache never parses
 
     try:
         return cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:
-        raise SourceError(source.path, _syntax_error(source.text, exc)) from None
+        # CPython accepted it, so this is a libcst limitation (e.g. thousands of adjacent strings).
+        reason = f"libcst cannot parse it at {exc.raw_line}:{exc.raw_column + 1}: {exc.message}"
+        raise SourceError(source.path, reason) from None
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to parse") from None
