@@ -97,7 +97,9 @@ def nesting_depth(source: SourceFile) -> int:
     syntax error here, as in every `ast`-based linter.
     """
     try:
-        tree = compile(source.text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        # A str that still starts with a BOM (libcst accepts it; compile() of a str does not).
+        text = source.text.removeprefix("\ufeff")
+        tree = compile(text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         if any(reason in error.msg for reason in _NESTING_ERRORS):
             raise SourceError(source.path, f"too deeply nested for Python's parser ({error.msg})") from None

@@ -54,6 +54,11 @@ GOOD: dict[str, bytes] = {
 }
 
 
+def _error_lines(stderr: str) -> str:
+    """The per-file error lines, without the closing summary."""
+    return "".join(line for line in stderr.splitlines(keepends=True) if line.startswith("flux-alias-lint: error:"))
+
+
 def _make(tree: Path) -> None:
     for name, (content, _) in BAD.items():
         if content is not None:
@@ -152,7 +157,7 @@ def test_file_vanishing_after_discovery(tree_with_bug: Path, monkeypatch: pytest
 
     monkeypatch.setattr(cli, "discover", discover_then_delete)
     assert main(["check", ".", "--fix"]) == 2
-    err = capsys.readouterr().err
+    err = _error_lines(capsys.readouterr().err)
     assert err == "flux-alias-lint: error: gone.py: cannot read: No such file or directory\n"
     assert (tree_with_bug / "bug.py").read_text() == FIXED
 
@@ -172,7 +177,7 @@ def test_unreadable_file(tree_with_bug: Path, monkeypatch: pytest.MonkeyPatch, c
 
         monkeypatch.setattr(builtins, "open", deny)
     assert main(["check", ".", "--fix"]) == 2
-    err = capsys.readouterr().err
+    err = _error_lines(capsys.readouterr().err)
     assert err == "flux-alias-lint: error: secret.py: cannot read: Permission denied\n"
     assert (tree_with_bug / "bug.py").read_text() == FIXED
 
@@ -187,7 +192,10 @@ def test_stdin_read_error(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
 
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Broken())))
     assert main(["check", "-", "--stdin-filename", "ed.py"]) == 2
-    assert capsys.readouterr().err == "flux-alias-lint: error: ed.py: cannot read stdin: Input/output error\n"
+    assert (
+        _error_lines(capsys.readouterr().err)
+        == "flux-alias-lint: error: ed.py: cannot read stdin: Input/output error\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -200,8 +208,8 @@ def test_stdin_hostile_bytes(data: bytes, reason: str | None, tmp_path: Path) ->
     if reason is None:
         assert proc.returncode == 0 and proc.stdout == ""
     else:
-        (line, _summary) = proc.stderr.splitlines()
-        assert proc.returncode == 2 and line.startswith("flux-alias-lint: error: -: ") and reason in line
+        assert proc.returncode == 2 and _error_lines(proc.stderr).startswith("flux-alias-lint: error: -: ")
+        assert reason in _error_lines(proc.stderr) and _error_lines(proc.stderr).count("\n") == 1
 
 
 @pytest.fixture
