@@ -10,7 +10,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .analysis import RawFinding, analyze_module
 from .finding import Finding
-from .fixer import Edit, apply_edits, line_offsets, make_edit
+from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .noqa import is_suppressed, parse_suppressions
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
@@ -122,12 +122,16 @@ class FixResult:
 
 
 def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> FixResult:
-    """Fix every fixable finding; refuses (SourceError) a result that does not parse back."""
+    """Fix every fixable finding; refuses (SourceError) a result that changes anything but the
+    inserted copies, or that does not parse back."""
     before = _analyze(source, selection)
-    edits = [item.edit for item in before if item.edit is not None]
+    edits = select_edits(item.edit for item in before if item.edit is not None)
     if not edits:
         return FixResult(source.text, (), [item.finding for item in before])
     text = apply_edits(source.text, edits)
+    problem = unexplained_change(source.text, text, edits)
+    if problem is not None:
+        raise SourceError(source.path, f"fix refused, {problem}")
     try:
         after = _analyze(dataclasses.replace(source, text=text), selection)
     except SourceError as exc:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import enum
 import os
+import stat
 import tempfile
 
 from .finding import Finding
 from .selection import Selection
-from .source import SourceError, SourceFile, decode, read_source
+from .source import SourceError, SourceFile, decode, read_bytes
 
 
 class Mode(enum.Enum):
@@ -35,21 +37,55 @@ def unified_diff(path: str, before: str, after: str) -> str:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Temporary file in the same directory, then rename: readers see the old or the new file, never half."""
-    mode = os.stat(path).st_mode & 0o7777
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".flux-alias-lint-", suffix=".tmp", dir=directory)
+    """Temporary file in the same directory, then rename: readers see the old or the new file, never half.
+
+    A symlink stays a symlink (its target is rewritten); mode and, where allowed, owner are kept.
+    """
+    target = os.path.realpath(path)
+    st = os.stat(target)
+    fd, tmp = tempfile.mkstemp(prefix=".flux-alias-lint-", suffix=".tmp", dir=os.path.dirname(target))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(PermissionError):  # only root may give a file away
+                os.chown(tmp, st.st_uid, st.st_gid)
+        os.replace(tmp, target)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    # The rename itself must survive a crash too.
+    directory = os.open(os.path.dirname(target), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def write_fix(source: SourceFile, original: bytes, text: str) -> None:
+    """Write the fixed `text` over the file `original` was read from (unless it already holds it).
+
+    Refuses (SourceError, file untouched) when the bytes would differ from `original` by more than
+    the fix, or when the file changed since it was read: another run's identical fix is fine,
+    anyone else's edit is not overwritten.
+    """
+    path = source.path
+    data = source.encode(text)
+    if source.encode(source.text) != original or decode(data, path).text != text:
+        raise SourceError(path, f"fix refused, {source.encoding} does not round-trip this file byte for byte")
+    current = read_bytes(path)
+    if current == data:
+        return  # a concurrent run wrote the same fix
+    if current != original:
+        raise SourceError(path, "fix refused, the file changed on disk while it was being fixed")
+    try:
+        write_atomically(path, data)
+    except OSError as exc:
+        raise SourceError(path, f"cannot write the fix: {exc.strerror or exc}") from None
 
 
 def lint_source(source: SourceFile, selection: Selection, mode: Mode) -> tuple[FileResult, str]:
@@ -72,13 +108,11 @@ def process_file(path: str, selection: Selection, mode: Mode, data: bytes | None
     `data`: the file's bytes when the caller already read them (to hash them for the cache).
     """
     try:
-        source = read_source(path) if data is None else decode(data, path)
+        original = read_bytes(path) if data is None else data
+        source = decode(original, path)
         result, text = lint_source(source, selection, mode)
         if mode is Mode.FIX and result.changed:
-            try:
-                write_atomically(path, source.encode(text))
-            except OSError as exc:
-                raise SourceError(path, f"cannot write the fix: {exc.strerror or exc}") from None
+            write_fix(source, original, text)
         return result
     except SourceError as exc:
         return FileResult(path, error=str(exc))

@@ -76,15 +76,18 @@ def decode(data: bytes, path: str) -> SourceFile:
     return SourceFile(path, text, encoding, bom)
 
 
-def read_source(path: str) -> SourceFile:
+def read_bytes(path: str) -> bytes:
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            return handle.read()
     except IsADirectoryError:
         raise SourceError(path, "is a directory") from None
     except OSError as exc:
         raise SourceError(path, f"cannot read: {exc.strerror or exc}") from None
-    return decode(data, path)
+
+
+def read_source(path: str) -> SourceFile:
+    return decode(read_bytes(path), path)
 
 
 def nesting_depth(source: SourceFile) -> int:
