@@ -15,6 +15,7 @@ from .noqa import is_suppressed, parse_suppressions
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
+from .triage import candidate_text
 
 _RELATION = {
     "FAL001": "is a detached alias of",
@@ -44,15 +45,31 @@ def _analyze(
     source: SourceFile, selection: Selection, noqa: bool = True, module: cst.Module | None = None
 ) -> list[_Located]:
     """Findings with their edits; pass `module` (parsed from `source`) to relate findings to its nodes."""
-    depth = nesting_depth(source)
+    parse_from = source
+    if module is None:
+        reduced = candidate_text(source.text)
+        if reduced == "":
+            return []  # no unit can have a finding: libcst need not see this file at all
+        if reduced is not None:
+            parse_from = dataclasses.replace(source, text=reduced)
+    depth = nesting_depth(parse_from)
     try:
-        return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module)
+        return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from)
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to analyse") from None
 
 
-def _analyze_parsed(source: SourceFile, selection: Selection, noqa: bool, module: cst.Module | None) -> list[_Located]:
-    module = module or parse(source)
+def _analyze_parsed(
+    source: SourceFile, selection: Selection, noqa: bool, module: cst.Module | None, parse_from: SourceFile
+) -> list[_Located]:
+    """`parse_from`: `source`, or its triaged text (same lines and columns) when `module` is None."""
+    if module is None:
+        try:
+            module = parse(parse_from)
+        except SourceError:
+            if parse_from is source:
+                raise
+            module = parse(source)  # libcst rejects a kept unit: the error to report is the whole file's
     raws = analyze_module(module)
     if not raws:
         return []

@@ -5,8 +5,10 @@ Correctness only; timing lives in `bench/bench.py`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,11 +17,12 @@ from pathlib import Path
 import pytest
 import synthetic_corpus
 
-from flux_alias_lint import parallel
+from flux_alias_lint import check_source, fix_source, parallel, triage
 from flux_alias_lint.cache import Cache
 from flux_alias_lint.cli import main
 from flux_alias_lint.runner import FileResult
 from flux_alias_lint.selection import Selection
+from flux_alias_lint.source import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
 BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
@@ -160,3 +163,104 @@ def test_fix_mode_bypasses_the_cache(tmp_path: Path, capsys: pytest.CaptureFixtu
     capsys.readouterr()
     assert _run(capsys, *args)[0] == 0
     assert target.read_text() != CLEAN  # fixed with .clone(), not our CLEAN text
+
+
+# ---- triage: it only skips what cannot have a finding ------------------------------------
+
+# Shapes where the compiler drops code the analysis reads, or where a unit is easy to misplace.
+ADVERSARIAL = {
+    "dead_branch": "def f(x):\n    loss = x.sum()\n    if False:\n        return loss, {'a': loss.detach()}\n",
+    "constant_ifexp": "def f(x):\n    loss = x.sum()\n    return loss, ({'a': loss.detach()} if 0 else {'a': loss.detach()})\n",
+    "constant_boolop": "def f(x):\n    loss = x.sum()\n    return loss, (True or {'a': loss.detach()})\n",
+    "after_while_true": "def f(x):\n    while True:\n        pass\n    loss = x.sum()\n    return loss, {'a': loss.detach()}\n",
+    "unreachable_def": "def f(x):\n    return x\n    def g(y):\n        return y, {'a': y.detach()}\n",
+    "unreachable_lambda": "def f(x):\n    return x\n    h = lambda y: (y, {'a': y.detach()})\n",
+    "debug_branch": "def f(x):\n    loss = x.sum()\n    if not __debug__:\n        return loss, {'a': loss.data}\n",
+    "assert_message": "def f(x):\n    assert 1, (lambda y: (y, {'a': y.detach()}))\n",
+    "module_lambda": "import torch\nf = lambda y: (y, {'a': y.detach()})\n",
+    "decorator_lambda": "@register(lambda y: (y, {'a': y.detach()}))\ndef f(x):\n    return x\n",
+    "default_lambda": "def f(x, g=lambda y: (y, {'a': y.detach()})):\n    return x\n",
+    "none_owner": "def f(x):\n    loss = x.sum()\n    rep = None\n    rep['a'] = loss.detach()\n    return loss, rep\n",
+    "annotated_owner": "def f(x, rep: int):\n    loss = x.sum()\n    rep['a'] = loss.detach()\n    return loss, rep\n",
+    "alias_ctor": "from collections import OrderedDict as OD\ndef f(x):\n    loss = x.sum()\n    return loss, OD(a=loss.detach())\n",
+    "alias_torch": "import torch as th\ndef f(x):\n    loss = x.sum()\n    return loss, {'a': th.detach(loss)}\n",
+    "semicolon_import": "import os; import torch as th\ndef f(x):\n    loss = x.sum()\n    return loss, {'a': th.detach(loss)}\n",
+    "nested_classes": "class A:\n    class B:\n        def f(self, x):\n            return x, {'a': x.detach()}\n    def g(self, x):\n        return x, {'a': x.data}\n",
+    "type_checking_block": "import typing\nif typing.TYPE_CHECKING:\n    def f(x):\n        return x, {'a': x.detach()}\n",
+    "one_line_def": "def f(x): return x, {'a': x.detach()}\ndef g(x): return x, {'a': x.data}\n",
+    "closure_report": "def step(x):\n    rep = {}\n    def loss_func(out):\n        rep['a'] = out.detach()\n        return out, rep\n    return loss_func\n",
+    "report_via_items": "def f(x):\n    d = {'r': {'a': x.detach()}}\n    for k, v in d.items():\n        pass\n    return x, v\n",
+    "return_through_list": "def f(x):\n    t = []\n    t.append(x)\n    t.append({'a': x.detach()})\n    return t[0], t[1]\n",
+    "walrus": "def f(x):\n    if (r := {'a': x.detach()}):\n        pass\n    return x, r\n",
+    "tabs": "class A:\n\tdef f(self, x):\n\t\treturn x, {'a': x.detach()}\n",
+    "crlf": "def f(x):\r\n    return x, {'a': x.detach()}\r\n",
+    "syntax_error": "def f(x):\n    return x, {'a': x.detach()\n",
+    "noqa": "def f(x):\n    return x, {'a': x.detach()}  # noqa: FAL001\n",
+    "docstring_col0": 'def f(x):\n    """\ndef g(y):\n    return y, {}\n"""\n    return x, {"a": x.detach()}\n',
+}
+
+
+def _findings(text: str, enabled: bool, monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.setattr(triage, "ENABLED", enabled)
+    try:
+        return check_source(text, "m.py"), fix_source(text)
+    except SourceError as exc:
+        return str(exc)
+
+
+def _corpus_texts() -> list[tuple[str, str]]:
+    texts = [
+        (str(p.relative_to(ROOT)), p.read_bytes().decode("utf-8", "replace"))
+        for p in sorted(ROOT.glob("fixtures/**/*.py"))
+    ]
+    texts += [(f"adversarial/{name}", text) for name, text in ADVERSARIAL.items()]
+    rng = random.Random(11)
+    for serial in range(150):
+        texts.append((f"synthetic/{serial}", synthetic_corpus.module_text(rng, rng.randint(3, 12), loss_share=0.5)))
+    return texts
+
+
+@pytest.mark.parametrize(("name", "text"), _corpus_texts(), ids=lambda v: v if "/" in str(v) else "")
+def test_triage_finds_what_the_full_analysis_finds(name: str, text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _findings(text, True, monkeypatch) == _findings(text, False, monkeypatch), name
+
+
+def test_adversarial_cases_are_findings() -> None:
+    """The cases above are worth comparing: the full analysis flags (nearly) all of them."""
+    flagged = []
+    for name, text in ADVERSARIAL.items():
+        with contextlib.suppress(SourceError):
+            flagged += [name] if check_source(text) else []
+    assert len(flagged) >= len(ADVERSARIAL) - 6, sorted(set(ADVERSARIAL) - set(flagged))
+
+
+def test_reduced_text_keeps_lines_and_columns() -> None:
+    text = (
+        "import torch as th\nx = 1\n\n\nclass A:\n    y = 2\n\n    def loss(self, out):\n"
+        "        return out, {'a': out.detach()}\n\n    def other(self):\n        return 1\n"
+    )
+    reduced = triage.candidate_text(text)
+    assert reduced is not None and reduced.count("\n") == text.count("\n")
+    kept = [line for line in reduced.splitlines() if line.strip()]
+    assert kept == [
+        "import torch as th",
+        "if 1:",
+        "    def loss(self, out):",
+        "        return out, {'a': out.detach()}",
+    ]
+    assert triage.candidate_text("def f(x):\n    return x + 1\n") == ""
+    assert triage.candidate_text("def f(:\n") is None
+
+
+def test_triage_mirrors_the_analysis_it_approximates() -> None:
+    """A new expression handler or mapping constructor in the analysis must be taught to `triage._Flow`."""
+    from flux_alias_lint import analysis
+
+    handlers = {name for name in vars(analysis.ModuleAnalysis) if name.startswith("_eval_")}
+    assert handlers == {
+        "_eval_Name", "_eval_Attribute", "_eval_Subscript", "_eval_slice", "_eval_Tuple", "_eval_List",
+        "_eval_Dict", "_eval_IfExp", "_eval_BooleanOperation", "_eval_NamedExpr", "_eval_BinaryOperation",
+        "_eval_UnaryOperation", "_eval_Comparison", "_eval_Lambda", "_eval_ListComp", "_eval_GeneratorExp",
+        "_eval_SetComp", "_eval_DictComp", "_eval_Call",
+    }  # fmt: skip
+    assert analysis._MAPPING_CONSTRUCTORS == triage.MAPPING_CONSTRUCTORS
