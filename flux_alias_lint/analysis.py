@@ -37,6 +37,10 @@ from .rules import CODE_FOR_KIND
 Token = tuple
 Key = str | int | None  # a container key; None = unknown
 
+# Beyond this many paths per function, branches are joined again: no statement is analysed more
+# than this many times over.
+_MAX_PATHS = 16
+
 _SEVERITY = {
     AliasKind.SAME: 0,
     AliasKind.DETACH: 1,
@@ -80,6 +84,7 @@ class Val:
     items: tuple[tuple[Key, Val], ...] = ()
     immutable: bool = False  # provably a Python number/str/None: can never alias
     dtype: str | None = None
+    length: int | None = None  # size of dimension 0 where known (`torch.stack([a, b])`): resolves x[-1]
 
     def item(self, key: Key) -> Val:
         if key is not None:
@@ -127,6 +132,7 @@ def join(a: Val, b: Val) -> Val:
         items=tuple(items.items()),
         immutable=a.immutable and b.immutable,
         dtype=a.dtype if a.dtype == b.dtype else None,
+        length=a.length if a.length == b.length else None,
     )
 
 
@@ -185,11 +191,21 @@ def _overlap(entry: Alias, backprop: Alias) -> bool:
     for x, y in zip(entry.ops, backprop.ops, strict=False):
         if x != y:
             # `text[:i]` and `text[i:]`: different parts of one base are assumed disjoint.
-            return not (x.label.startswith("[") and y.label.startswith("["))
+            return not (_narrows(x) and _narrows(y))
         common += 1
     # `loss, extra = out` on one branch, `loss = out` on another: `extra` is an element of a
     # tuple there, never part of `out` as a tensor, so it cannot alias the whole.
     return not (len(backprop.ops) == common < len(entry.ops) and entry.ops[common].unpacked)
+
+
+def _narrows(op: Op) -> bool:
+    """A subscript slicing away part of dimension 0 (`[:i]`, `[1:]`), not all of it (`[:]`, `[...]`,
+    `[None]`, `[:, 0]`). Constant indices are not this: the storage token tells `x[0]` from `x[1]`
+    exactly, and `x[-1]` may be `x[1]`."""
+    if not op.label.startswith("["):
+        return False
+    first = op.label[1:-1].split(",")[0].replace(" ", "")
+    return ":" in first and first not in (":", "::")
 
 
 def _relative_kind(entry: Alias, backprop: Alias) -> AliasKind:
@@ -247,6 +263,8 @@ class ModuleAnalysis:
         self.findings: dict[tuple[int, str], RawFinding] = {}
         self._analyzed: set[int] = set()
         self._loops: list[_Loop] = []
+        self._paths = 1  # how many paths through the current function are being followed separately
+        self._passes: tuple[int, ...] = ()  # which pass of each enclosing loop is being analysed
         self._functions: list[cst.FunctionDef | cst.Lambda] = []  # innermost last
 
     # ---- entry points -------------------------------------------------------------
@@ -305,9 +323,9 @@ class ModuleAnalysis:
         if isinstance(node, cst.Lambda):
             self._check_return(self._eval(node.body, env), node.body)
         else:
-            saved, self._loops = self._loops, []
+            saved, self._loops, saved_paths, self._paths = self._loops, [], self._paths, 1
             self._exec_block(node.body.body, env)
-            self._loops = saved
+            self._loops, self._paths = saved, saved_paths
         self._functions.pop()
 
     def _check_return(self, val: Val, node: cst.BaseExpression | None) -> None:
@@ -352,10 +370,28 @@ class ModuleAnalysis:
     # ---- statements ---------------------------------------------------------------
 
     def _exec_block(self, body: Sequence[cst.CSTNode], env: Env | None) -> Env | None:
-        for stmt in body:
+        for index, stmt in enumerate(body):
             if env is None:
                 return None
-            env = self._exec(stmt, env)
+            if isinstance(stmt, cst.If):
+                outcomes = self._if_branches(stmt, env)
+            elif isinstance(stmt, (cst.For, cst.While)):
+                outcomes = self._loop_exits(stmt, env)
+            else:
+                env = self._exec(stmt, env)
+                continue
+            branches = [e for e in outcomes if e is not None]
+            if len(branches) < 2 or self._paths * len(branches) > _MAX_PATHS:
+                env = join_envs(branches)
+                continue
+            # Path-sensitive up to _MAX_PATHS: the rest of the block runs once per branch (or per
+            # iteration count), so `if c: raw = loss.detach(); loss = loss * k` cannot pair this
+            # branch's `raw` with the other branch's `loss`.
+            self._paths *= len(branches)
+            try:
+                return join_envs([self._exec_block(body[index + 1 :], branch) for branch in branches])
+            finally:
+                self._paths //= len(branches)
         return env
 
     def _exec_suite(self, suite: cst.BaseSuite | None, env: Env | None) -> Env | None:
@@ -371,12 +407,9 @@ class ModuleAnalysis:
                 env = self._exec_small(small, env)
             return env
         if isinstance(stmt, cst.If):
-            self._eval(stmt.test, env)
-            then = self._exec_suite(stmt.body, dict(env))
-            other = self._exec_orelse(stmt.orelse, dict(env))
-            return join_envs([then, other])
+            return join_envs(self._if_branches(stmt, env))
         if isinstance(stmt, (cst.For, cst.While)):
-            return self._exec_loop(stmt, env)
+            return join_envs(self._loop_exits(stmt, env))
         if isinstance(stmt, (cst.Try, cst.TryStar)):
             return self._exec_try(stmt, env)
         if isinstance(stmt, cst.With):
@@ -400,6 +433,14 @@ class ModuleAnalysis:
             return join_envs(outs + [env])
         return env
 
+    def _if_branches(self, stmt: cst.If, env: Env) -> list[Env | None]:
+        """The environment after each branch of an if/elif/else chain (None: the branch left)."""
+        self._eval(stmt.test, env)
+        then = self._exec_suite(stmt.body, dict(env))
+        if isinstance(stmt.orelse, cst.If):
+            return [then, *self._if_branches(stmt.orelse, dict(env))]
+        return [then, self._exec_orelse(stmt.orelse, dict(env))]
+
     def _exec_orelse(self, orelse: cst.If | cst.Else | None, env: Env) -> Env | None:
         if orelse is None:
             return env
@@ -407,24 +448,29 @@ class ModuleAnalysis:
             return self._exec(orelse, env)
         return self._exec_suite(orelse.body, env)
 
-    def _exec_loop(self, stmt: cst.For | cst.While, env: Env) -> Env | None:
+    def _loop_exits(self, stmt: cst.For | cst.While, env: Env) -> list[Env | None]:
+        """The environments after zero, one, and (approximately) more iterations, and at each break."""
         loop = _Loop()
         self._loops.append(loop)
+        exits: list[Env | None] = [env]
         state: Env | None = env
         # Twice: the second pass sees what the first bound (enough for alias chains).
-        for _ in range(2):
+        for loop_pass in range(2):
             assert state is not None
             body_env = dict(state)
+            self._passes += (loop_pass,)
             if isinstance(stmt, cst.For):
                 self._bind(stmt.target, self._element_of(self._eval(stmt.iter, body_env), stmt.iter), body_env)
             else:
                 self._eval(stmt.test, body_env)
-            end = self._exec_suite(stmt.body, body_env)
-            state = join_envs([state, end, *loop.continues])
+            end = join_envs([self._exec_suite(stmt.body, body_env), *loop.continues])
+            self._passes = self._passes[:-1]
+            exits.append(end)
+            state = join_envs([state, end])
         self._loops.pop()
-        assert state is not None
-        after = self._exec_orelse(stmt.orelse, dict(state)) if stmt.orelse else state
-        return join_envs([after, *loop.breaks])
+        if stmt.orelse:
+            exits = [self._exec_orelse(stmt.orelse, dict(e)) if e is not None else None for e in exits]
+        return exits + loop.breaks
 
     def _exec_try(self, stmt: cst.Try | cst.TryStar, env: Env) -> Env | None:
         body = self._exec_suite(stmt.body, dict(env))
@@ -556,7 +602,9 @@ class ModuleAnalysis:
 
     def _fresh(self, node: cst.CSTNode, dtype: str | None = None) -> Val:
         """A new tensor allocated at `node` (a copy, an arithmetic result, an unknown call)."""
-        return Val(frozenset({Alias(("site", id(node)), (), node)}), dtype=dtype)
+        # Tagged with the loop passes it happens in: what one iteration allocates is never the
+        # object the next iteration allocates at the same place.
+        return Val(frozenset({Alias(("site", id(node), self._passes), (), node)}), dtype=dtype)
 
     def _eval(self, node: cst.BaseExpression, env: Env) -> Val:
         method = getattr(self, "_eval_" + type(node).__name__, None)
@@ -587,7 +635,8 @@ class ModuleAnalysis:
         kind = attribute_alias_kind(node.attr.value)
         if kind is not None and base.aliases:
             op = Op(kind, "." + node.attr.value)
-            return Val(frozenset(a.derive(op, node) for a in base.aliases), dtype=base.dtype)
+            length = base.length if kind is AliasKind.DETACH else None
+            return Val(frozenset(a.derive(op, node) for a in base.aliases), dtype=base.dtype, length=length)
         if dotted is not None:
             return Val(frozenset({Alias(("free", dotted), (), node)}))
         return self._fresh(node)
@@ -604,8 +653,11 @@ class ModuleAnalysis:
             return Val(immutable=base.immutable)
         if all(kind in ("const", "basic") for _, kind in indices):
             consts = [key for key, kind in indices if kind == "const" and isinstance(key, int)]
-            # A single constant index narrows the storage (x[0] and x[1] are disjoint).
+            # A single constant index narrows the storage (x[0] and x[1] are disjoint). A negative
+            # one only where the length is known: x[-1] is x[1] when x has two rows.
             index = consts[0] if len(indices) == 1 and consts else None
+            if index is not None and index < 0:
+                index = index + base.length if base.length is not None and index + base.length >= 0 else None
             op = Op(AliasKind.VIEW, "[" + ", ".join(self.module.code_for_node(s.slice) for s in node.slice) + "]")
             return Val(frozenset(a.derive(op, node, index) for a in base.aliases), dtype=base.dtype)
         return self._fresh(node, base.dtype)  # advanced indexing copies
@@ -786,6 +838,8 @@ class ModuleAnalysis:
         positional, _ = self._args(node, env)
         dtype = _keyword_dtype(node)
         kind = TORCH_FUNCTIONS.get(name)
+        if name == "stack" and positional and _literal_length(positional[0]) is not None:
+            return dataclasses.replace(self._fresh(node, dtype), length=_literal_length(positional[0]))
         if kind is None or not positional:
             return self._fresh(node, dtype)
         source = positional[0]
@@ -801,7 +855,8 @@ class ModuleAnalysis:
         """Apply an aliasing op to every storage `source` may share (or to a tracked container)."""
         if not source.aliases:
             return Val(immutable=source.immutable, dtype=dtype)
-        return Val(frozenset(a.derive(op, node) for a in source.aliases), dtype=dtype)
+        length = source.length if op.kind is not AliasKind.VIEW else None  # detach, `self`: same shape
+        return Val(frozenset(a.derive(op, node) for a in source.aliases), dtype=dtype, length=length)
 
     def _call_method(self, func: cst.Attribute, node: cst.Call, env: Env) -> Val:
         name = func.attr.value
@@ -864,6 +919,8 @@ class ModuleAnalysis:
             if name == "pop" and present:
                 updated = dataclasses.replace(receiver, items=tuple((k, v) for k, v in receiver.items if k != key))
             result = result.entered_at(node)
+        elif name == "pop" and receiver.container == "seq":  # `stack.pop()`: the last element, whichever
+            result = receiver.item(None).entered_at(node) if receiver.items else Val()
         elif name == "update":
             updated = receiver
             for val in positional:
@@ -894,6 +951,13 @@ class ModuleAnalysis:
 _MAPPING_CONSTRUCTORS = frozenset(
     {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict"}
 )
+
+
+def _literal_length(val: Val) -> int | None:
+    """The length of a list or tuple display with no starred element."""
+    if val.container == "seq" and all(isinstance(k, int) for k, _ in val.items):
+        return len(val.items)
+    return None
 
 
 def _without_aliases(val: Val) -> Val:
