@@ -16,6 +16,7 @@ B's: overlapping tokens mean Megatron's in-place rescale of B shows through the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
@@ -1022,16 +1023,44 @@ def _target_names(node: cst.BaseExpression) -> Iterator[str]:
 
 
 def _functions_in(root: cst.CSTNode, shallow: bool = False) -> Iterator[cst.FunctionDef | cst.Lambda]:
-    """Functions and lambdas under `root`; with `shallow`, only those not inside another one."""
-    for child in root.children:
-        if isinstance(child, (cst.FunctionDef, cst.Lambda)):
-            yield child
+    """Functions and lambdas under `root`, each before those inside it; with `shallow`, only the outermost.
+
+    A walk over dataclass fields: `.children` rebuilds every node it visits, which cost several
+    times the parse itself on a large module. Sibling order does not matter to the analysis;
+    an enclosing function coming first does (it gives its nested ones their environment).
+    """
+    found: list[cst.FunctionDef | cst.Lambda] = []
+    stack = _child_nodes(root)[::-1]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            found.append(node)
             if shallow:
                 continue
-        if shallow and isinstance(child, cst.ClassDef):
-            yield from _functions_in(child, shallow)
-            continue
-        yield from _functions_in(child, shallow)
+        stack.extend(_child_nodes(node)[::-1])
+    return iter(found)
+
+
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    names = _NODE_FIELDS.get(type(node))
+    if names is None:
+        names = _NODE_FIELDS[type(node)] = tuple(f.name for f in dataclasses.fields(node))
+    children: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if _is_node(type(value)):
+            children.append(value)
+        elif type(value) in (tuple, list):
+            children.extend(item for item in value if _is_node(type(item)))
+    return children
+
+
+@functools.cache
+def _is_node(kind: type) -> bool:
+    return issubclass(kind, cst.CSTNode)  # cached: isinstance on the CSTNode ABC is slow
 
 
 def analyze_module(module: cst.Module) -> list[RawFinding]:

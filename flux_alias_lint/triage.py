@@ -37,7 +37,6 @@ from __future__ import annotations
 import ast
 import bisect
 import dis
-import itertools
 import re
 import warnings
 from collections.abc import Iterator
@@ -81,7 +80,7 @@ _COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>
 # `a and 0`), or left of `and`/`or` (`True or x`). Left out as never folded or harmless: a literal
 # compared or called (`if "x" in y`, `if 0 < n`), a falsy last resort (`x or None`).
 # Strings and comments count too, which only makes a unit look incomplete more often.
-_FUNCTION_TOKEN = re.compile(r"\b(?:def|lambda)\b")
+_FUNCTION_TOKEN = re.compile(r"(?:def|lambda)\b")
 _STRING = r"[bBrRuUfF]{0,2}(?:\"[^\"\\\n]*\"|'[^'\\\n]*')"
 _NOT_CONSTANT_AFTER = r"(?!\s*(?:in\b|not\s+in\b|is\b|[=!<>]=|[<>]|\.\s*[A-Za-z_]|\())"
 _LITERAL = (
@@ -101,7 +100,7 @@ _AND_OR = re.compile(r"\b(?:and|or)\b")
 _WORD_END = re.compile(r"[\w.]+\Z")
 _CONSTANT_NAMES = frozenset({"True", "False", "None", "__debug__"})
 _LEFT_LITERAL = re.compile(
-    rf"(?:^|[(\[{{,:]|(?<![=!<>])=(?!=)|\b(?:return|in|else|yield|await|lambda|if|elif|while|assert|and|or|not)\b)"
+    rf"(?:^|[(\[{{,:]|(?<![=!<>])=(?!=)|\b(?:return|in|else|yield|await|lambda|if|elif|while|assert|and|or)\b|(?<!\bis )\bnot\b)"
     rf"[(\s]*(?:not\b[(\s]*)*[-+~]?\s*(?:\d[\w.]*|{_STRING}|\(\s*\)|True|False|None|__debug__|\.\.\.)[)\s]*\Z",
     re.MULTILINE,
 )
@@ -200,6 +199,20 @@ def _code_tree(code: CodeType) -> Iterator[CodeType]:
             yield from _code_tree(const)
 
 
+def _in_word(text: str, offset: int) -> bool:
+    return offset > 0 and (text[offset - 1].isalnum() or text[offset - 1] == "_")
+
+
+def _line_numbers(text: str, offsets: list[int]) -> list[int]:
+    """1-based lines of sorted offsets (counting newlines between them: no per-line table)."""
+    lines, line, previous = [], 1, 0
+    for offset in offsets:
+        line += text.count("\n", previous, offset)
+        previous = offset
+        lines.append(line)
+    return lines
+
+
 class _Marks:
     """Lines of a file where the compiler may have dropped code the analysis reads.
 
@@ -211,14 +224,12 @@ class _Marks:
     """
 
     def __init__(self, text: str) -> None:
-        self.starts = list(itertools.accumulate(map(len, text.splitlines(keepends=True)), initial=0))
-        self.functions = [self._line(m.start()) for m in _FUNCTION_TOKEN.finditer(text)]
-        folds = {
-            self._line(m.start())
+        functions = [m.start() for m in _FUNCTION_TOKEN.finditer(text) if not _in_word(text, m.start())]
+        folds = [
+            m.start()
             for m in _KEYWORD_TRIGGER.finditer(text)
-            if not (m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"))
-            and _KEYWORD_TEST.match(text, m.start())
-        }
+            if not _in_word(text, m.start()) and _KEYWORD_TEST.match(text, m.start())
+        ]
         for m in _AND_OR.finditer(text):
             before = text[max(0, m.start() - 120) : m.start()]
             tail = before.rstrip(" \t\r\n\\)")
@@ -227,11 +238,9 @@ class _Marks:
                 word is not None and (word.group()[0] in "0123456789." or word.group() in _CONSTANT_NAMES)
             )
             if literal_end and _LEFT_LITERAL.search(before):
-                folds.add(self._line(m.start()))
-        self.folds = sorted(folds)
-
-    def _line(self, offset: int) -> int:
-        return bisect.bisect_right(self.starts, offset)
+                folds.append(m.start())
+        self.functions = _line_numbers(text, functions)
+        self.folds = _line_numbers(text, sorted(folds))
 
     def complete(self, unit: CodeType, first: int, last: int) -> bool:
         def count(marks: list[int]) -> int:
@@ -380,17 +389,28 @@ def _is_mutation(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
 
 
-def _is_return(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Return) and node.value is not None) or isinstance(node, ast.Lambda)
-
-
 class _Flow:
     """Flow-insensitive: one set of flags per name (or dotted name) over the whole unit."""
 
     def __init__(self, tree: ast.AST, imports: frozenset[tuple[str, str]]) -> None:
-        nodes = list(ast.walk(tree))
-        self.bindings = [n for n in nodes if type(n) in _BINDING_NODES or _is_mutation(n)]
-        self.returns = [n.value if isinstance(n, ast.Return) else n.body for n in nodes if _is_return(n)]
+        self.bindings: list[ast.AST] = []
+        self.returns: list[ast.expr] = []
+        stack: list[ast.AST] = [tree]
+        while stack:  # ast.walk, without its generator-per-node overhead
+            node = stack.pop()
+            kind = type(node)
+            if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
+                self.bindings.append(node)
+            if kind is ast.Return and node.value is not None:
+                self.returns.append(node.value)
+            elif kind is ast.Lambda:
+                self.returns.append(node.body)
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, ast.AST):
+                    stack.append(value)
+                elif isinstance(value, list):
+                    stack.extend(item for item in value if isinstance(item, ast.AST))
         self.env: dict[str, int] = {}
         self.qualified: dict[str, set[str]] = {}
         for local, full in imports:

@@ -1,0 +1,169 @@
+"""Cold and warm `flux-alias-lint check` against `ruff check --select ALL --no-cache`, side by side.
+
+    python bench/bench.py                      # a synthetic training repository (tests/synthetic_corpus.py)
+    python bench/bench.py --tree /tmp/megatron-lm --runs 5
+    python bench/bench.py --scaling 1 2 4      # time growth with the size of the synthetic corpus
+
+Runs alternate between the tools so that load on the machine hits both alike; the table shows
+medians. Peak memory is the largest sum of RSS over the process tree (workers included), sampled
+from /proc every 20 ms; elsewhere it falls back to the largest single process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import synthetic_corpus  # noqa: E402
+
+
+def _tree_rss(root_pid: int) -> int:
+    """Bytes resident in `root_pid` and all its descendants (Linux /proc; a few reads per sample)."""
+    total, frontier = 0, [root_pid]
+    while frontier:
+        pid = frontier.pop()
+        try:
+            with open(f"/proc/{pid}/statm") as handle:
+                total += int(handle.read().split()[1]) * _PAGE
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                frontier.extend(int(child) for child in handle.read().split())
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def measure(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS of the process tree in bytes, stdout)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        peak = 0
+        sampling = os.path.exists(f"/proc/{process.pid}/task/{process.pid}/children")
+        while process.poll() is None:
+            if sampling:
+                peak = max(peak, _tree_rss(process.pid))
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - started
+        out.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+    if not sampling:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return elapsed, peak, stdout
+
+
+def _ours(tree: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "flux_alias_lint", "check", str(tree), "--exit-zero", "--quiet", *extra]
+
+
+def _ruff(tree: Path) -> list[str]:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    return [ruff, "check", "--select", "ALL", "--no-cache", "--exit-zero", "--quiet", str(tree)]
+
+
+def compare(tree: Path, runs: int, jobs: int | None) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    job_args = ("--jobs", str(jobs)) if jobs else ()
+    cache = Path(tempfile.mkdtemp(prefix="flux-bench-cache-"))
+    try:
+        measure(_ours(tree, "--cache-dir", str(cache), *job_args), env)  # fills the cache (and the page cache)
+        measure(_ours(tree, "--cache-dir", str(cache), *job_args), env)  # stamps recorded once files are not racy
+        rows: dict[str, list[tuple[float, int]]] = {"ruff": [], "cold": [], "warm": []}
+        findings = set()
+        for _ in range(runs):
+            wall, peak, _ = measure(_ruff(tree))
+            rows["ruff"].append((wall, peak))
+            wall, peak, out = measure(_ours(tree, "--no-cache", *job_args), env)
+            rows["cold"].append((wall, peak))
+            findings.add(out)
+            wall, peak, out = measure(_ours(tree, "--cache-dir", str(cache), *job_args), env)
+            rows["warm"].append((wall, peak))
+            findings.add(out)
+        assert len(findings) == 1, "findings differ between runs or between cold and warm"
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    files = sum(1 for _ in tree.rglob("*.py"))
+    lines = sum(p.read_bytes().count(b"\n") for p in tree.rglob("*.py"))
+    medians = {name: statistics.median(w for w, _ in values) for name, values in rows.items()}
+    peaks = {name: max(p for _, p in values) for name, values in rows.items()}
+    return {"files": files, "lines": lines, "findings": findings.pop().count("\n"), "wall": medians, "peak": peaks}
+
+
+def _table(title: str, result: dict[str, object]) -> str:
+    wall, peak = result["wall"], result["peak"]
+    assert isinstance(wall, dict) and isinstance(peak, dict)
+    lines = [
+        f"{title}: {result['files']} files, {result['lines']:,} lines, {result['findings']} findings",
+        "| run | median wall | vs ruff | peak RSS (tree) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, label in (
+        ("ruff", "ruff --select ALL --no-cache"),
+        ("cold", "flux-alias-lint --no-cache"),
+        ("warm", "flux-alias-lint, warm cache"),
+    ):
+        ratio = wall[name] / wall["ruff"]
+        lines.append(f"| {label} | {wall[name]:.2f} s | {ratio:.2f}x | {peak[name] / 2**20:.0f} MB |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", type=Path, help="a source tree to lint (default: a synthetic one)")
+    parser.add_argument("--files", type=int, default=300, help="synthetic corpus size at 1x (default 300)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--jobs", type=int, help="passed to flux-alias-lint (default: its own, all cores)")
+    parser.add_argument("--scaling", type=int, nargs="*", default=[], help="synthetic sizes to time, e.g. 1 2 4")
+    args = parser.parse_args(argv)
+
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), "?")
+    print(f"{time.strftime('%Y-%m-%d')}, {platform.python_implementation()} {platform.python_version()}, "
+          f"{os.cpu_count()} cores ({cpu})\n")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="flux-bench-") as scratch:
+        if args.tree is not None:
+            print(_table(str(args.tree), compare(args.tree, args.runs, args.jobs)), "\n")
+        else:
+            tree = Path(scratch) / "synthetic"
+            synthetic_corpus.generate(tree, files=args.files)
+            time.sleep(2.1)  # files older than the cache's racy window, as in any real checkout
+            print(_table(f"synthetic corpus ({args.files} files)", compare(tree, args.runs, args.jobs)), "\n")
+        if args.scaling:
+            print("| size | files | lines | ruff | flux-alias-lint cold | warm |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: |")
+            for factor in args.scaling:
+                tree = Path(scratch) / f"scaled-{factor}"
+                synthetic_corpus.generate(tree, files=args.files * factor)
+                time.sleep(2.1)
+                result = compare(tree, args.runs, args.jobs)
+                wall = result["wall"]
+                assert isinstance(wall, dict)
+                print(f"| {factor}x | {result['files']} | {result['lines']:,} | {wall['ruff']:.2f} s "
+                      f"| {wall['cold']:.2f} s | {wall['warm']:.2f} s |")  # fmt: skip
+    return 0
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return []
+
+
+if __name__ == "__main__":
+    sys.exit(main())
