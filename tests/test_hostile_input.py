@@ -221,3 +221,13 @@ def tree_with_bug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bug.py").write_text(BUG)
     return tmp_path
+
+
+def test_verify_refuses_what_check_refuses(tmp_path: Path) -> None:
+    # `verify` parses too: a long and-chain used to take the whole process down there (SIGSEGV).
+    for name in ("deep_and.py", "deep_parens.py", "python2.py"):
+        (tmp_path / name).write_bytes(BAD[name][0] or b"")
+    proc = _run("verify", "deep_and.py", "deep_parens.py", "python2.py", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    errors = _error_lines(proc.stderr).splitlines()
+    assert [line.split(": ")[2] for line in errors] == ["deep_and.py", "deep_parens.py", "python2.py"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..finding import Finding
 from ..lint import Selection, _analyze, fix_text
-from ..source import SourceError, SourceFile, parse, read_source
+from ..source import SourceError, SourceFile, call_at_depth, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import _factor, _same_values
 from .probe import Probe, ProbeError, build_probe, functions
@@ -113,6 +113,14 @@ def _judge(finding: Finding, before: _Run, after: _Run) -> Verdict:
 
 def verify_source(source: SourceFile, selection: Selection, settings: Settings) -> list[Verdict]:
     """One verdict per finding in `source`, in finding order."""
+    # libcst can crash the process on deep nesting: validate and size the stack first, as `check` does.
+    try:
+        return call_at_depth(nesting_depth(source), _verify_source, source, selection, settings)
+    except RecursionError:
+        raise SourceError(source.path, "too deeply nested to analyse") from None
+
+
+def _verify_source(source: SourceFile, selection: Selection, settings: Settings) -> list[Verdict]:
     module = parse(source)
     located = _analyze(source, selection, module=module)
     if not located:
