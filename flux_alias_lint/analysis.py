@@ -401,6 +401,8 @@ class ModuleAnalysis:
         return self._exec_block(suite.body, env)
 
     def _exec(self, stmt: cst.CSTNode, env: Env) -> Env | None:
+        if isinstance(stmt, cst.BaseSmallStatement):  # the body of `def f(x): return ...` on one line
+            return self._exec_small(stmt, env)
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if env is None:
