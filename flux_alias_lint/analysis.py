@@ -271,10 +271,11 @@ class ModuleAnalysis:
     # ---- entry points -------------------------------------------------------------
 
     def run(self) -> list[RawFinding]:
-        for node in _functions_in(self.module, shallow=True):
+        everything, outermost = _functions_in(self.module)
+        for node in outermost:
             self._analyze_function(node, {})
         # Functions that flow analysis never reached (unreachable code) still get checked.
-        for node in _functions_in(self.module):
+        for node in everything:
             if id(node) not in self._analyzed:
                 self._analyze_function(node, {})
         return list(self.findings.values())
@@ -426,7 +427,7 @@ class ModuleAnalysis:
             env[stmt.name.value] = IMMUTABLE
             return env
         if isinstance(stmt, cst.ClassDef):
-            for inner in _functions_in(stmt, shallow=True):
+            for inner in _functions_in(stmt)[1]:
                 self._analyze_function(inner, env)
             env[stmt.name.value] = IMMUTABLE
             return env
@@ -1024,23 +1025,28 @@ def _target_names(node: cst.BaseExpression) -> Iterator[str]:
             yield from _target_names(element.value)
 
 
-def _functions_in(root: cst.CSTNode, shallow: bool = False) -> Iterator[cst.FunctionDef | cst.Lambda]:
-    """Functions and lambdas under `root`, each before those inside it; with `shallow`, only the outermost.
+_Function = cst.FunctionDef | cst.Lambda
+
+
+def _functions_in(root: cst.CSTNode) -> tuple[list[_Function], list[_Function]]:
+    """(every function and lambda under `root`, each before those inside it; the outermost ones).
 
     A walk over dataclass fields: `.children` rebuilds every node it visits, which cost several
     times the parse itself on a large module. Sibling order does not matter to the analysis;
     an enclosing function coming first does (it gives its nested ones their environment).
     """
-    found: list[cst.FunctionDef | cst.Lambda] = []
-    stack = _child_nodes(root)[::-1]
+    everything: list[_Function] = []
+    outermost: list[_Function] = []
+    stack: list[tuple[cst.CSTNode, bool]] = [(child, False) for child in reversed(_child_nodes(root))]
     while stack:
-        node = stack.pop()
+        node, inside = stack.pop()
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            found.append(node)
-            if shallow:
-                continue
-        stack.extend(_child_nodes(node)[::-1])
-    return iter(found)
+            everything.append(node)
+            if not inside:
+                outermost.append(node)
+            inside = True
+        stack.extend((child, inside) for child in reversed(_child_nodes(node)))
+    return everything, outermost
 
 
 _NODE_FIELDS: dict[type, tuple[str, ...]] = {}
@@ -1060,9 +1066,40 @@ def _child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     return children
 
 
+# Nodes that cannot hold a function: whitespace, comments, operators, names and literals. Most of
+# a tree is these, so the walk skips them.
+_LEAVES = (
+    cst.BaseParenthesizableWhitespace,
+    cst.Comment,
+    cst.EmptyLine,
+    cst.Newline,
+    cst.TrailingWhitespace,
+    cst.Name,
+    cst.BaseNumber,
+    cst.SimpleString,
+    cst.Dot,
+    cst.Comma,
+    cst.Colon,
+    cst.Semicolon,
+    cst.AssignEqual,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+)
+
+
 @functools.cache
 def _is_node(kind: type) -> bool:
-    return issubclass(kind, cst.CSTNode)  # cached: isinstance on the CSTNode ABC is slow
+    # cached: isinstance on the CSTNode ABC is slow
+    return issubclass(kind, cst.CSTNode) and not issubclass(kind, _LEAVES)
 
 
 def analyze_module(module: cst.Module) -> list[RawFinding]:
