@@ -188,8 +188,11 @@ class _Generator:
         """One statement; `nested` (in a branch or loop body): keep every variable's shape and dtype."""
         kind = self.draw.choose(("assign", "assign", "rebind_loss", "inplace", "report", "chain", "tuple"))
         if kind == "rebind_loss":
-            spelling = self.draw.choose(("loss * 2.0", "loss + 1.0", "loss.clone()", "(loss * loss).sqrt()"))
             loss = self.tensors["loss"]
+            # In a loop body the checker sees the next iteration start from this rebinding too:
+            # keep what it knows of the dtype unchanged there, as `reassign` does.
+            choices = ("loss.clone()",) if nested and loss.known else ("loss * 2.0", "loss + 1.0", "loss.clone()")
+            spelling = self.draw.choose(choices)
             self.emit(indent, f"loss = {spelling}")
             self.tensors["loss"] = dataclasses.replace(loss, known=loss.known and spelling == "loss.clone()")
         elif kind == "inplace":
@@ -222,7 +225,9 @@ class _Generator:
             self.bind(name, expr)
 
     def reassign(self, indent: int) -> None:
-        """Rebind an existing variable to a value of the same shape and dtype (branch-safe)."""
+        """Rebind an existing variable to a value of the same shape and dtype, with the checker
+        knowing as much about it as before: in a loop the rebinding reaches the body's earlier
+        statements on the next iteration, where the generator already chose by the old knowledge."""
         others = sorted(set(self.tensors) - {"loss"})
         if not others:
             self.emit(indent, "loss = loss * 2.0")
@@ -232,12 +237,10 @@ class _Generator:
         target = self.tensors[name]
         for _ in range(20):
             expr = self.tensor_expr()
-            if expr.value is not None and (expr.value.shape, expr.value.dtype) == (target.shape, target.dtype):
+            if expr.value == target:
                 self.emit(indent, f"{name} = {expr.code}")
-                known, length_known = target.known and expr.value.known, target.length_known and expr.value.length_known
-                self.tensors[name] = dataclasses.replace(target, known=known, length_known=length_known)
                 return
-        self.emit(indent, f"{name} = {name}.clone()")
+        self.emit(indent, f"{name} = {name}")
 
     def bind(self, name: str, expr: Expr) -> None:
         if expr.value is None:
