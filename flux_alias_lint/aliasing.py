@@ -36,6 +36,7 @@ VIEW_METHODS: frozenset[str] = frozenset(
     {
         "adjoint",
         "as_strided",
+        "broadcast_to",
         "chunk",
         "diagonal",
         "expand",
@@ -47,6 +48,7 @@ VIEW_METHODS: frozenset[str] = frozenset(
         "moveaxis",
         "narrow",
         "permute",
+        "ravel",
         "reshape",
         "reshape_as",
         "select",
@@ -94,13 +96,18 @@ _METHOD_ONLY_VIEWS: frozenset[str] = frozenset(
     {"expand", "expand_as", "indices", "reshape_as", "unfold", "values", "view", "view_as"}
 )
 
+# View functions with no method of the same name (`atleast_*` return their input when it has the dims).
+_FUNCTION_ONLY_VIEWS: frozenset[str] = frozenset(
+    {"view_as_real", "view_as_complex", "atleast_1d", "atleast_2d", "atleast_3d"}
+)
+
 # ``torch.<fn>(x, ...)`` functions whose first argument is aliased.
 TORCH_FUNCTIONS: dict[str, AliasKind] = {
     "detach": AliasKind.DETACH,
     "as_tensor": AliasKind.MAY_RETURN_SELF,
     "asarray": AliasKind.MAY_RETURN_SELF,
     # The functional spelling of every view method that has one, plus two that are functions only.
-    **{name: AliasKind.VIEW for name in (VIEW_METHODS - _METHOD_ONLY_VIEWS) | {"view_as_real", "view_as_complex"}},
+    **{name: AliasKind.VIEW for name in (VIEW_METHODS - _METHOD_ONLY_VIEWS) | _FUNCTION_ONLY_VIEWS},
 }
 
 # The dtype a conversion method produces, where the method name fixes it.
@@ -133,7 +140,13 @@ TORCH_DTYPES: dict[str, str] = {
 
 # Methods and builtins whose result is a Python number (immutable: never aliased).
 NUMBER_METHODS: frozenset[str] = frozenset({"item", "numel", "dim", "ndimension", "nelement", "element_size"})
-NUMBER_BUILTINS: frozenset[str] = frozenset({"int", "float", "len", "round", "bool", "abs", "sum", "max", "min"})
+# (`abs`, `sum`, `round` of a tensor are tensors; `max`/`min` return one of their arguments.)
+NUMBER_BUILTINS: frozenset[str] = frozenset({"int", "float", "len", "bool"})
+
+# Callables that make a dict: what a report can be built with besides `{...}`.
+MAPPING_CONSTRUCTORS: frozenset[str] = frozenset(
+    {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict"}
+)
 
 
 def method_alias_kind(name: str) -> AliasKind | None:

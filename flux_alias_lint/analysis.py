@@ -23,6 +23,7 @@ import libcst as cst
 
 from .aliasing import (
     DTYPE_OF_METHOD,
+    MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
     NUMBER_METHODS,
     TORCH_DTYPES,
@@ -448,8 +449,8 @@ class ModuleAnalysis:
     def _exec_orelse(self, orelse: cst.If | cst.Else | None, env: Env) -> Env | None:
         if orelse is None:
             return env
-        if isinstance(orelse, cst.If):
-            return self._exec(orelse, env)
+        if isinstance(orelse, cst.If):  # elif
+            return join_envs(self._if_branches(orelse, env))
         return self._exec_suite(orelse.body, env)
 
     def _loop_exits(self, stmt: cst.For | cst.While, env: Env) -> list[Env | None]:
@@ -524,8 +525,14 @@ class ModuleAnalysis:
             self._eval(small.value, env)
             return env
         if isinstance(small, cst.Del):
-            for name in _target_names(small.target):
-                env.pop(name, None)
+            targets = (
+                [e.value for e in small.target.elements] if isinstance(small.target, cst.Tuple) else [small.target]
+            )
+            for target in targets:
+                if isinstance(target, cst.Subscript):
+                    self._delete_item(target, env)
+                for name in _target_names(target):
+                    env.pop(name, None)
             return env
         return env
 
@@ -537,6 +544,10 @@ class ModuleAnalysis:
             new = IMMUTABLE if rhs.immutable else self._fresh(small)
         elif current.container == "seq" and isinstance(small.operator, cst.AddAssign):
             new = current.with_item(None, self._element_of(rhs, small.value), strong=False)
+        elif current.container == "dict" and isinstance(small.operator, cst.BitOrAssign):
+            new = current  # `report |= {...}`: an update
+            for key, val in rhs.items:
+                new = new.with_item(key, val, strong=key is not None)
         else:
             return  # a tensor: `loss /= n` is in place, every alias stays
         self._bind(small.target, new, env)
@@ -572,6 +583,15 @@ class ModuleAnalysis:
         if isinstance(target, cst.StarredElement):
             self._bind(target.value, Val(container="seq", items=((None, self._element_of(val, target)),)), env)
 
+    def _delete_item(self, target: cst.Subscript, env: Env) -> None:
+        """`del report["k"]` on a tracked dict drops the entry."""
+        owner = dotted_name(target.value)
+        index = target.slice[0].slice if len(target.slice) == 1 else None
+        key = _constant_index(index.value) if isinstance(index, cst.Index) else None
+        current = env.get(owner) if owner is not None else None
+        if current is not None and current.container == "dict" and key is not None:
+            env[owner] = dataclasses.replace(current, items=tuple((k, v) for k, v in current.items if k != key))
+
     def _store_item(self, target: cst.Subscript, val: Val, env: Env) -> None:
         """`d[k] = v` on a tracked container updates it; on a tensor it is an in-place write."""
         owner = dotted_name(target.value)
@@ -595,7 +615,6 @@ class ModuleAnalysis:
                 return IMMUTABLE if all(isinstance(k, str) for k in keys) else Val()
             return join_all([v for _, v in val.items])
         if val.aliases:
-            # Iterating a tensor yields views of it (unbind).
             # Iterating a tensor yields views of it (unbind); unpacking an opaque call result
             # (`loss, report = f()`) yields distinct objects: position `index` is its own storage.
             op = Op(AliasKind.VIEW, "[i]" if index is None else f"[{index}]", unpacked=index is not None)
@@ -803,39 +822,43 @@ class ModuleAnalysis:
         if name in NUMBER_BUILTINS:
             self._args(node, env)
             return IMMUTABLE
-        if name in _MAPPING_CONSTRUCTORS:
-            return self._call_dict(name, node, env)
+        if name in MAPPING_CONSTRUCTORS:
+            return self._call_dict(node, env)
         if name in ("list", "tuple"):
             positional, _ = self._args(node, env)
             if not positional:
                 return Val(container="seq")
             return Val(container="seq", items=((None, self._element_of(positional[0], node)),))
-        if name in ("max", "min") and len(node.args) > 1:
+        if name in ("max", "min"):  # returns one of its arguments (or of its one iterable argument)
             positional, _ = self._args(node, env)
+            if len(positional) == 1:
+                positional = [self._element_of(positional[0], node)]
             return join_all(positional).entered_at(node) if positional else self._fresh(node)
         if name in ("copy.deepcopy",):
             positional, _ = self._args(node, env)
             return _without_aliases(positional[0]) if positional else Val()
-        if name == "copy.copy":
+        if name == "copy.copy":  # a new container or tensor object over the same storage
             positional, _ = self._args(node, env)
-            if positional and positional[0].container:
-                return positional[0]
-            return self._fresh(node)
+            return positional[0].entered_at(node) if positional else self._fresh(node)
         if name.startswith("torch."):
             return self._call_torch(name[len("torch.") :], node, env)
         return None
 
-    def _call_dict(self, name: str, node: cst.Call, env: Env) -> Val:
-        positional, keywords = self._args(node, env)
+    def _call_dict(self, node: cst.Call, env: Env) -> Val:
+        """`dict(d, k=v)`, `dict(**d)`, `dict([(k, v), ...])`, `OrderedDict(...)`, `defaultdict(factory)`."""
         result = Val(container="dict")
-        if positional and positional[0].container == "dict":
-            result = dataclasses.replace(positional[0], aliases=frozenset())
-        for key, val in keywords.items():
-            result = result.with_item(key, val)
-        for arg in node.args:
-            if arg.star == "**":
-                for key, val in self._eval(arg.value, env).items:
-                    result = result.with_item(key, val, strong=key is not None)
+        for index, arg in enumerate(node.args):
+            val = self._eval(arg.value, env)
+            if arg.keyword is not None:
+                result = result.with_item(arg.keyword.value, val)
+            elif arg.star == "**":
+                for key, item in val.items:
+                    result = result.with_item(key, item, strong=key is not None)
+            elif index == 0 and arg.star == "" and val.container == "dict":
+                result = dataclasses.replace(val, aliases=frozenset())
+            elif index == 0 and arg.star == "" and val.container == "seq":
+                for _, pair in val.items:  # pairs: the keys are not tracked, the values are
+                    result = result.with_item(None, pair.item(1), strong=False)
         return result
 
     def _call_torch(self, name: str, node: cst.Call, env: Env) -> Val:
@@ -868,8 +891,8 @@ class ModuleAnalysis:
         if receiver.container:
             return self._container_method(receiver, func, node, env)
         positional, keywords = self._args(node, env)
-        # `.item()`, `.tolist()`, and any method of a str/int/float (`text.partition(...)`).
-        if name in NUMBER_METHODS or name == "tolist" or receiver.immutable:
+        # `.item()`, `.tolist()`, `.type()` (a str), and any method of a str/int/float (`text.partition(...)`).
+        if name in NUMBER_METHODS or name == "tolist" or receiver.immutable or (name == "type" and not node.args):
             return IMMUTABLE
         kind = method_alias_kind(name)
         if kind is None:
@@ -950,11 +973,6 @@ class ModuleAnalysis:
         if updated is not None and owner is not None:
             env[owner] = updated
         return result
-
-
-_MAPPING_CONSTRUCTORS = frozenset(
-    {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict"}
-)
 
 
 def _literal_length(val: Val) -> int | None:

@@ -42,14 +42,11 @@ import warnings
 from collections.abc import Iterator
 from types import CodeType
 
-from .aliasing import NUMBER_BUILTINS, NUMBER_METHODS
+from .aliasing import MAPPING_CONSTRUCTORS, NUMBER_BUILTINS, NUMBER_METHODS
 
 # Triage on/off: tests switch it off to compare against the full analysis.
 ENABLED = True
 
-MAPPING_CONSTRUCTORS = frozenset(
-    {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict"}
-)
 _MAPPING_NAMES = frozenset(name.rpartition(".")[2] for name in MAPPING_CONSTRUCTORS)
 _MUTATORS = frozenset({"update", "append", "insert", "extend", "setdefault"})
 
@@ -126,7 +123,7 @@ def candidate_text(text: str) -> str | None:
             return None
     if "return" not in text and "lambda" not in text:
         return ""
-    mapping_names = _MAPPING_NAMES | _mapping_aliases(text)
+    mapping_names = _MAPPING_NAMES | _mapping_aliases(text.replace("\\\n", " "))
     lines = text.splitlines(keepends=True)
     marks = _Marks(text)
     imports: frozenset[tuple[str, str]] | None = None

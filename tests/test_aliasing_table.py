@@ -23,6 +23,7 @@ from flux_alias_lint.aliasing import (
 # Arguments that make each op valid on a float32 [2, 4] tensor (a complex one for the complex views).
 _ARGS: dict[str, tuple[Any, ...]] = {
     "as_strided": ((2,), (1,)),
+    "broadcast_to": ((3, 2, 4),),
     "chunk": (2,),
     "diagonal": (),
     "expand": (3, 2, 4),
