@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,9 +50,12 @@ def digest_of(data: bytes) -> str:
 
 
 def _build_fingerprint() -> str:
-    """The tool version plus the bytes of its own modules: an edited checkout never reads stale results."""
+    """The tool version plus the bytes of its own modules: an edited checkout never reads stale results.
+
+    The interpreter and libcst are in it too: which syntax a file may use depends on both.
+    """
     package = Path(__file__).parent
-    h = hashlib.blake2b(__version__.encode(), digest_size=16)
+    h = hashlib.blake2b(f"{__version__} {sys.version} {importlib.metadata.version('libcst')}".encode(), digest_size=16)
     for module in sorted(package.glob("*.py")):
         h.update(module.name.encode())
         h.update(module.read_bytes())
@@ -68,9 +73,11 @@ class Cache:
         try:
             with open(self.file, "rb") as handle:
                 data = json.load(handle)
-            self.files, self.results = dict(data["files"]), dict(data["results"])
+            files, results = dict(data["files"]), dict(data["results"])
+            if all(isinstance(v, list) and len(v) == 2 for v in (*files.values(), *results.values())):
+                self.files, self.results = files, results
         except (OSError, ValueError, KeyError, TypeError):
-            pass  # missing or unreadable: start empty, the next save replaces it
+            pass  # missing, unreadable or malformed: start empty, the next save replaces it
 
     def lookup(self, path: str, st: os.stat_result) -> FileResult | None:
         """The cached result if the file is unchanged; reads and hashes it only if its stamp moved."""

@@ -57,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
     check.add_argument("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: all cores)")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
-    check.add_argument("--cache-dir", metavar="DIR", help=f"where the cache lives (default: ./{CACHE_DIR_NAME})")
+    check.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help=f"where the cache lives (default: {CACHE_DIR_NAME} beside the pyproject.toml with the settings, "
+        "else in the current directory)",
+    )
 
     verify = commands.add_parser(
         "verify",
@@ -139,6 +144,10 @@ def _files(args: argparse.Namespace, config: Config) -> tuple[list[str], list[st
 
 def _check(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    if "-" in args.paths and len(args.paths) > 1:
+        raise ConfigError("`-` (read stdin) cannot be combined with other paths")
+    if args.statistics and args.output_format != "text":
+        raise ConfigError("--statistics prints a text table; it cannot be combined with --format")
     config = _config(args)
     selection = _selection(args, config)
     stdin = args.paths == ["-"]
@@ -236,7 +245,7 @@ def _report(args: argparse.Namespace, results: list[FileResult], errors: list[st
     if errors:
         return EXIT_ERROR
     if args.diff:
-        return EXIT_FINDINGS if any(r.changed for r in results) else EXIT_CLEAN
+        return EXIT_FINDINGS if any(r.changed for r in results) and not args.exit_zero else EXIT_CLEAN
     if args.fix and args.exit_non_zero_on_fix and any(r.changed for r in results):
         return EXIT_FINDINGS
     if findings and not args.exit_zero:

@@ -60,10 +60,10 @@ def select_edits(edits: Iterable[Edit]) -> list[Edit]:
     return chosen
 
 
-def apply_edits(text: str, edits: Iterable[Edit]) -> str:
-    """Apply non-overlapping edits; an edit nested in another is left for the next run."""
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    """Apply edits as `select_edits` returns them: sorted and non-overlapping."""
     out, position = [], 0
-    for edit in select_edits(edits):
+    for edit in edits:
         out.append(text[position : edit.start])
         out.append(edit.before + text[edit.start : edit.end] + edit.after)
         position = edit.end

@@ -17,9 +17,9 @@ class Rule:
 
 _WHY = """\
 Megatron calls `outputs = loss_func(output_tensor)` and takes the first element as the
-tensor to backpropagate. Since megatron-core 0.8 it rescales that tensor *in place*
-(`output_tensor *= cp_group_size; output_tensor /= num_microbatches`) and only then
-stores the report (the last element) for logging. Anything in the report that shares
+tensor to backpropagate. Since megatron-core 0.7 it rescales that tensor *in place*
+(`output_tensor /= num_microbatches`, from 0.12 on the 2-tuple path after
+`output_tensor *= cp_group_size`) and only then stores the report (the last element). Anything in the report that shares
 storage with the backprop tensor is rescaled with it: with two microbatches the
 reported loss halves, and nothing warns. At one microbatch the factor is 1, so the bug
 hides until gradient accumulation is turned on."""

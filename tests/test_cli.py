@@ -157,3 +157,15 @@ def test_rule_and_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_statistics(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "pkg", "--statistics"]) == 1
     assert capsys.readouterr().out.split() == ["1", "FAL001", "[*]", "detached-alias-in-report"]
+
+
+def test_conflicting_options_are_usage_errors(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "-", "pkg"]) == 2
+    assert "cannot be combined with other paths" in capsys.readouterr().err
+    assert main(["check", "pkg", "--statistics", "--format", "json"]) == 2
+    assert "--statistics" in capsys.readouterr().err
+
+
+def test_diff_honours_exit_zero(tree: Path) -> None:
+    assert main(["check", "pkg", "--diff", "--exit-zero"]) == 0
+    assert (tree / "pkg" / "bug.py").read_text() == BUG
