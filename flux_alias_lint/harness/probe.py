@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,34 +25,37 @@ from ._deps import require_torch
 
 torch = require_torch()
 
-_SIZE = 4  # stand-in tensors: float32, shape [4], distinct positive values
+# Stand-in tensors are float32 with distinct positive values, in the first of these shapes the
+# function runs with: [4] for a reduced loss, then [2, 4] for code that reduces over `dim=1`.
+SHAPES: tuple[tuple[int, ...], ...] = ((4,), (2, 4))
 
 
 class ProbeError(Exception):
     """No runnable probe could be built; `str()` says why."""
 
 
-def _stand_in_tensor(seed: int) -> Any:
-    return (torch.arange(1, _SIZE + 1, dtype=torch.float32) + seed) / _SIZE
+def _stand_in_tensor(seed: int, shape: tuple[int, ...]) -> Any:
+    size = math.prod(shape)
+    return ((torch.arange(1, size + 1, dtype=torch.float32) + seed) / size).reshape(shape)
 
 
-def _stand_in_output(seed: int) -> Any:
+def _stand_in_output(seed: int, shape: tuple[int, ...]) -> Any:
     """Non-leaf and requiring grad, like a model output: in-place ops on it are allowed."""
-    return _stand_in_tensor(seed).requires_grad_() * 1.0
+    return _stand_in_tensor(seed, shape).requires_grad_() * 1.0
 
 
 class _StandInObject:
     """`self`, `args`, `config`...: attributes are tensors, or callables returning one where called."""
 
-    def __init__(self, name: str, called: frozenset[str]) -> None:
-        self._name, self._called, self._made = name, called, {}
+    def __init__(self, name: str, called: frozenset[str], shape: tuple[int, ...]) -> None:
+        self._name, self._called, self._shape, self._made = name, called, shape, {}
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
         if attr not in self._made:
             dotted = f"{self._name}.{attr}"
-            value = _stand_in_tensor(len(self._made) + 7)
+            value = _stand_in_tensor(len(self._made) + 7, self._shape)
             self._made[attr] = (lambda *a, **k: value * 1.0) if dotted in self._called else value
         return self._made[attr]
 
@@ -59,21 +63,21 @@ class _StandInObject:
 class _Namespace(dict):
     """Module globals for the probe: a name it does not hold gets a stand-in on first use."""
 
-    def __init__(self, called: frozenset[str], objects: frozenset[str]) -> None:
+    def __init__(self, called: frozenset[str], objects: frozenset[str], shape: tuple[int, ...]) -> None:
         super().__init__()
-        self._called, self._objects = called, objects
+        self._called, self._objects, self._shape = called, objects, shape
 
     def __missing__(self, name: str) -> Any:
         # A dict subclass as globals is asked before the builtins are: defer to them first.
         if hasattr(builtins, name):
             return getattr(builtins, name)
         if name in self._called:
-            value = _stand_in_tensor(len(self) + 3)
+            value = _stand_in_tensor(len(self) + 3, self._shape)
             stand_in: Any = lambda *a, **k: value * 1.0  # noqa: E731
         elif name in self._objects:
-            stand_in = _StandInObject(name, self._called)
+            stand_in = _StandInObject(name, self._called, self._shape)
         else:
-            stand_in = _stand_in_output(len(self) + 3)
+            stand_in = _stand_in_output(len(self) + 3, self._shape)
         self[name] = stand_in
         return stand_in
 
@@ -169,10 +173,10 @@ def _positional_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
     return [p.name.value for p in (*params.posonly_params, *params.params) if p.default is None]
 
 
-def build_probe(module: cst.Module, function: cst.FunctionDef | cst.Lambda) -> Probe:
-    """A runnable version of `function` from `module`; raises ProbeError if it cannot be made."""
+def build_probe(module: cst.Module, function: cst.FunctionDef | cst.Lambda, shape: tuple[int, ...]) -> Probe:
+    """A runnable version of `function` from `module`, fed tensors of `shape`; ProbeError if it cannot be made."""
     called, objects = _usage(function)
-    namespace = _Namespace(called, objects)
+    namespace = _Namespace(called, objects, shape)
     for statement in _definitions(module):
         try:
             exec(statement, namespace)
@@ -193,10 +197,10 @@ def build_probe(module: cst.Module, function: cst.FunctionDef | cst.Lambda) -> P
     receiver = params.pop(0) if method else None
 
     def make_args() -> tuple[list[Any], list[Any]]:
-        bases = [_stand_in_tensor(i).requires_grad_() for i in range(len(params))]
+        bases = [_stand_in_tensor(i, shape).requires_grad_() for i in range(len(params))]
         args: list[Any] = [base * 1.0 for base in bases]  # non-leaf, as Megatron's output tensor
         if receiver is not None:
-            args.insert(0, _StandInObject(receiver, called))
+            args.insert(0, _StandInObject(receiver, called, shape))
         return args, bases
 
     return Probe(func, make_args)

@@ -12,12 +12,14 @@ import dataclasses
 import re
 from typing import Any
 
+import libcst as cst
+
 from ..finding import Finding
 from ..lint import Selection, _analyze, fix_text
 from ..source import SourceError, SourceFile, call_at_depth, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import _factor, _same_values
-from .probe import Probe, ProbeError, build_probe, functions
+from .probe import SHAPES, Probe, ProbeError, build_probe, functions
 from .report import iter_report_tensors
 from .rescale import megatron_rescale
 
@@ -120,6 +122,30 @@ def verify_source(source: SourceFile, selection: Selection, settings: Settings) 
         raise SourceError(source.path, "too deeply nested to analyse") from None
 
 
+def _run_both(
+    module: cst.Module,
+    function: cst.FunctionDef | cst.Lambda,
+    fixed_module: cst.Module,
+    fixed_function: cst.FunctionDef | cst.Lambda,
+    settings: Settings,
+) -> tuple[_Run, _Run] | str:
+    """Both runs with the first stand-in shape the original runs with, or why none did."""
+    reason = "no stand-in shape to try"
+    for shape in SHAPES:
+        try:
+            before = _run(build_probe(module, function, shape), settings)
+        except ProbeError as exc:
+            return str(exc)
+        except Exception as exc:  # the user's code raised with these stand-ins: try the next shape
+            reason = f"no probe could run it ({type(exc).__name__}: {exc})"
+            continue
+        try:
+            return before, _run(build_probe(fixed_module, fixed_function, shape), settings)
+        except Exception as exc:
+            return f"the fixed function did not run ({type(exc).__name__}: {exc})"
+    return reason
+
+
 def _verify_source(source: SourceFile, selection: Selection, settings: Settings) -> list[Verdict]:
     module = parse(source)
     located = _analyze(source, selection, module=module)
@@ -134,14 +160,9 @@ def _verify_source(source: SourceFile, selection: Selection, settings: Settings)
     for item in located:
         index = index_of[id(item.raw.function)]
         if index not in runs:
-            try:
-                before = _run(build_probe(module, original_functions[index]), settings)
-                after = _run(build_probe(fixed_module, functions(fixed_module)[index]), settings)
-                runs[index] = (before, after)
-            except ProbeError as exc:
-                runs[index] = str(exc)
-            except Exception as exc:  # the user's code raised with stand-in inputs
-                runs[index] = f"no probe could run it ({type(exc).__name__}: {exc})"
+            runs[index] = _run_both(
+                module, original_functions[index], fixed_module, functions(fixed_module)[index], settings
+            )
         outcome = runs[index]
         if isinstance(outcome, str):
             verdicts.append(Verdict(item.finding, False, outcome))

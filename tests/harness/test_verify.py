@@ -103,3 +103,15 @@ def test_without_the_harness_verify_says_what_to_install(tmp_path: Path) -> None
     )
     assert run.returncode == 2
     assert "pip install" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_function_that_needs_a_matrix_gets_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `dim=1` fails on the first stand-in shape ([4]); the probe retries with [2, 4].
+    path = tmp_path / "per_row.py"
+    path.write_text(
+        "import torch\n\n\ndef loss_func(losses):\n"
+        "    loss = torch.sum(losses, dim=1).mean()\n"
+        "    return loss, {'lm loss': loss.detach()}\n"
+    )
+    assert main(["verify", str(path)]) == 0
+    assert 'CONFIRMED report["lm loss"] ×0.50' in capsys.readouterr().out
