@@ -40,7 +40,7 @@ def assert_report_survives_rescale(
             "the loss is zero, so no rescale can show in the report; call the loss function with inputs "
             "that give a non-zero loss"
         )
-    before = [(path, tensor, tensor.detach().clone()) for path, tensor in iter_report_tensors(outputs[-1])]
+    before = snapshot(outputs[-1])
     rescaled = megatron_rescale(
         outputs,
         num_microbatches=num_microbatches,
@@ -49,10 +49,9 @@ def assert_report_survives_rescale(
         profile=profile,
     )
     moved = [
-        f"{path} changed {_factor(old, tensor)} after the rescale: "
+        f"{path} changed {factor} after the rescale: "
         + ("it shares storage with the backprop tensor" if path in aliased else "something else modified it")
-        for path, tensor, old in before
-        if not _same_values(old, tensor)
+        for path, factor in changed_since(before).items()
     ]
     if moved:
         label = (
@@ -68,6 +67,28 @@ def assert_report_survives_rescale(
             + "\nPut a copy in the report: loss.detach().clone()"
         )
     return rescaled
+
+
+Snapshot = list[tuple[str, Any, Any]]  # (path, the report's tensor, a copy of its values)
+
+
+def snapshot(report: Any) -> Snapshot:
+    return [(path, tensor, tensor.detach().clone()) for path, tensor in iter_report_tensors(report)]
+
+
+def changed_since(before: Snapshot) -> dict[str, str]:
+    """Path → factor (``×0.50``) for each snapshotted tensor whose values changed since."""
+    moved = {}
+    with torch.no_grad():
+        for path, tensor, old in before:
+            try:
+                if not _same_values(old, tensor):
+                    moved[path] = _factor(old, tensor)
+            except RuntimeError as exc:  # a view of a multi-output op (split, chunk) the rescale invalidated
+                if "modified inplace" not in str(exc):
+                    raise
+                moved[path] = "(invalidated by the in-place rescale)"
+    return moved
 
 
 def _same_values(old: Any, new: Any) -> bool:

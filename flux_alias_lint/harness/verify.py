@@ -18,9 +18,8 @@ from ..finding import Finding
 from ..lint import Selection, _analyze, fix_text
 from ..source import SourceError, SourceFile, call_at_depth, nesting_depth, parse, read_source
 from ._deps import require_torch
-from .assertions import _factor, _same_values
+from .assertions import changed_since, snapshot
 from .probe import SHAPES, Probe, ProbeError, build_probe, functions
-from .report import iter_report_tensors
 from .rescale import megatron_rescale
 
 torch = require_torch()
@@ -59,31 +58,18 @@ def _run(probe: Probe, settings: Settings) -> _Run:
     outputs = probe.func(*args)
     if not (isinstance(outputs, (tuple, list)) and len(outputs) in (2, 3) and isinstance(outputs[-1], dict)):
         raise ProbeError("with stand-in inputs the function did not return (loss, ..., report)")
-    before = [(path, tensor, tensor.detach().clone()) for path, tensor in iter_report_tensors(outputs[-1])]
+    before = snapshot(outputs[-1])
     loss, _ = megatron_rescale(
         outputs,
         num_microbatches=settings.num_microbatches,
         cp_group_size=settings.cp_group_size,
         profile=settings.profile,
     )
-    moved = {}
-    with torch.no_grad():
-        _compare(before, moved)
+    moved = changed_since(before)
     if torch.is_tensor(loss) and loss.requires_grad:
         loss.sum().backward()
     value = loss.detach().clone() if torch.is_tensor(loss) else loss
     return _Run(moved, value, [b.grad for b in bases])
-
-
-def _compare(before: list[tuple[str, Any, Any]], moved: dict[str, str]) -> None:
-    for path, tensor, old in before:
-        try:
-            if not _same_values(old, tensor):
-                moved[path] = _factor(old, tensor)
-        except RuntimeError as exc:  # a view of a multi-output op (split, chunk) that the rescale invalidated
-            if "modified inplace" not in str(exc):
-                raise
-            moved[path] = "invalidated"
 
 
 def _matches(pattern: str, path: str) -> bool:
@@ -95,7 +81,9 @@ def _matches(pattern: str, path: str) -> bool:
 def _same(a: Any, b: Any) -> bool:
     if torch.is_tensor(a) and torch.is_tensor(b):
         return a.shape == b.shape and bool(torch.equal(a, b))
-    return a is None and b is None if a is None or b is None else a == b
+    if a is None or b is None:  # no gradient: the other must have none either
+        return a is b
+    return a == b
 
 
 def _judge(finding: Finding, before: _Run, after: _Run) -> Verdict:
@@ -153,16 +141,14 @@ def _verify_source(source: SourceFile, selection: Selection, settings: Settings)
         return []
     fixed_module = parse(dataclasses.replace(source, text=fix_text(source, selection).text))
     # The fix only inserts copies, so a function's index in source order finds it in the fixed module.
-    original_functions = functions(module)
+    original_functions, fixed_functions = functions(module), functions(fixed_module)
     index_of = {id(f): i for i, f in enumerate(original_functions)}
     verdicts = []
     runs: dict[int, tuple[_Run, _Run] | str] = {}
     for item in located:
         index = index_of[id(item.raw.function)]
         if index not in runs:
-            runs[index] = _run_both(
-                module, original_functions[index], fixed_module, functions(fixed_module)[index], settings
-            )
+            runs[index] = _run_both(module, original_functions[index], fixed_module, fixed_functions[index], settings)
         outcome = runs[index]
         if isinstance(outcome, str):
             verdicts.append(Verdict(item.finding, False, outcome))
