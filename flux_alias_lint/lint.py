@@ -35,15 +35,15 @@ def _message(raw: RawFinding, expression: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Located:
+class Located:
     finding: Finding
     edit: Edit | None
     raw: RawFinding
 
 
-def _analyze(
+def locate(
     source: SourceFile, selection: Selection, noqa: bool = True, module: cst.Module | None = None
-) -> list[_Located]:
+) -> list[Located]:
     """Findings with their edits; pass `module` (parsed from `source`) to relate findings to its nodes."""
     parse_from = source
     if module is None:
@@ -61,7 +61,7 @@ def _analyze(
 
 def _analyze_parsed(
     source: SourceFile, selection: Selection, noqa: bool, module: cst.Module | None, parse_from: SourceFile
-) -> list[_Located]:
+) -> list[Located]:
     """`parse_from`: `source`, or its triaged text (same lines and columns) when `module` is None."""
     if module is None:
         try:
@@ -106,7 +106,7 @@ def _analyze_parsed(
             fix_before=edit.before if edit else "",
             fix_after=edit.after if edit else "",
         )
-        located.append(_Located(finding, edit, raw))
+        located.append(Located(finding, edit, raw))
     located.sort(key=lambda item: item.finding)
     return located
 
@@ -124,7 +124,7 @@ def check_source(
 
     `noqa=False` reports suppressed findings too, for a host (flake8) that applies `# noqa` itself.
     """
-    return [item.finding for item in _analyze(_as_source(source, path), selection, noqa)]
+    return [item.finding for item in locate(_as_source(source, path), selection, noqa)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +141,7 @@ class FixResult:
 def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> FixResult:
     """Fix every fixable finding; refuses (SourceError) a result that changes anything but the
     inserted copies, or that does not parse back."""
-    before = _analyze(source, selection)
+    before = locate(source, selection)
     edits = select_edits(item.edit for item in before if item.edit is not None)
     if not edits:
         return FixResult(source.text, (), [item.finding for item in before])
@@ -150,7 +150,7 @@ def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> Fi
     if problem is not None:
         raise SourceError(source.path, f"fix refused, {problem}")
     try:
-        after = _analyze(dataclasses.replace(source, text=text), selection)
+        after = locate(dataclasses.replace(source, text=text), selection)
     except SourceError as exc:
         raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
     remaining = [item.finding for item in after]

@@ -15,7 +15,7 @@ from typing import Any
 import libcst as cst
 
 from ..finding import Finding
-from ..lint import Selection, _analyze, fix_text
+from ..lint import Selection, fix_text, locate
 from ..source import SourceError, SourceFile, call_at_depth, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import changed_since, snapshot
@@ -136,7 +136,7 @@ def _run_both(
 
 def _verify_source(source: SourceFile, selection: Selection, settings: Settings) -> list[Verdict]:
     module = parse(source)
-    located = _analyze(source, selection, module=module)
+    located = locate(source, selection, module=module)
     if not located:
         return []
     fixed_module = parse(dataclasses.replace(source, text=fix_text(source, selection).text))
