@@ -15,7 +15,7 @@ from .noqa import is_suppressed, parse_suppressions
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
-from .triage import candidate_text
+from .triage import NOTHING, reduce_source
 
 _RELATION = {
     "FAL001": "is a detached alias of",
@@ -45,31 +45,36 @@ def locate(
     source: SourceFile, selection: Selection, noqa: bool = True, module: cst.Module | None = None
 ) -> list[Located]:
     """Findings with their edits; pass `module` (parsed from `source`) to relate findings to its nodes."""
-    parse_from = source
+    parse_from, lines = source, None
     if module is None:
-        reduced = candidate_text(source.text)
-        if reduced == "":
+        reduced = reduce_source(source.text)
+        if reduced is NOTHING:
             return []  # no unit can have a finding: libcst need not see this file at all
         if reduced is not None:
-            parse_from = dataclasses.replace(source, text=reduced)
+            parse_from, lines = dataclasses.replace(source, text=reduced.text), reduced.lines
     depth = nesting_depth(parse_from)
     try:
-        return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from)
+        return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from, lines)
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to analyse") from None
 
 
 def _analyze_parsed(
-    source: SourceFile, selection: Selection, noqa: bool, module: cst.Module | None, parse_from: SourceFile
+    source: SourceFile,
+    selection: Selection,
+    noqa: bool,
+    module: cst.Module | None,
+    parse_from: SourceFile,
+    lines: tuple[int, ...] | None,
 ) -> list[Located]:
-    """`parse_from`: `source`, or its triaged text (same lines and columns) when `module` is None."""
+    """`parse_from`: `source`, or (when `module` is None) its triaged lines, `lines` being where each is in `source`."""
     if module is None:
         try:
             module = parse(parse_from)
         except SourceError:
             if parse_from is source:
                 raise
-            module = parse(source)  # libcst rejects a kept unit: the error to report is the whole file's
+            module, lines = parse(source), None  # libcst rejects a kept unit: the error to report is the whole file's
     raws = analyze_module(module)
     if not raws:
         return []
@@ -81,22 +86,25 @@ def _analyze_parsed(
         if not selection.enabled(raw.code):
             continue
         span = positions[raw.entry]
-        if is_suppressed(suppressions, raw.code, (span.start.line, span.end.line)):
+        start_line, end_line = (
+            (lines[span.start.line - 1], lines[span.end.line - 1]) if lines else (span.start.line, span.end.line)
+        )
+        if is_suppressed(suppressions, raw.code, (start_line, end_line)):
             continue
         edit = None
         if raw.fixable:
             edit = make_edit(
                 offsets,
-                (span.start.line, span.start.column),
-                (span.end.line, span.end.column),
+                (start_line, span.start.column),
+                (end_line, span.end.column),
                 type(raw.entry).__name__,
                 raw.detached,
             )
         finding = Finding(
             path=source.path,
-            line=span.start.line,
+            line=start_line,
             column=span.start.column + 1,
-            end_line=span.end.line,
+            end_line=end_line,
             end_column=span.end.column + 1,
             code=raw.code,
             message=_message(raw, module.code_for_node(raw.entry)),

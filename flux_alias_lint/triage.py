@@ -12,7 +12,9 @@ Three filters, each an over-approximation of the analysis in `analysis.py`:
 
 1. `compile()` the file (CPython rejects it: return None, the caller analyses everything and
    reports the error exactly as before).
-2. Per unit, from its bytecode: a finding needs a `return` of something that is not a constant
+2. Per unit, from its text, then its bytecode. The text must hold `return` or `lambda` and a way
+   to make a dict (`{`, `[`, a mapping constructor's name); this costs nothing and needs no trust
+   in the compiler. Then the bytecode: a finding needs a `return` of something that is not a constant
    (or a lambda) and a source of a dict container: a dict display or comprehension, a mapping
    constructor (`dict`, `OrderedDict`, `defaultdict` or an import alias of one), or a subscript
    store (which the analysis turns into a dict when the owner held a number or None).
@@ -20,9 +22,9 @@ Three filters, each an over-approximation of the analysis in `analysis.py`:
    builds and moves containers (`_Flow`), asking whether some `return` (or lambda body) can be a
    2- or 3-element sequence whose last element is a dict.
 
-The units that survive are handed to libcst in place: every other line is blanked, so lines and
-columns, and thus findings, are unchanged. A unit nested in a class or block gets `if 1:` on a
-blanked line above it (the analysis treats both the same: an empty environment).
+The units that survive (and the module's imports) are handed to libcst alone, each line with the
+number it has in the file, so columns are unchanged and lines map back. A unit nested in a class or
+block gets an `if 1:` line above it (the analysis treats both the same: an empty environment).
 
 Anything unexpected (a lambda at module level that may be a loss function, an import this module
 cannot place, a reduced text CPython rejects) falls back to analysing the whole file.
@@ -35,7 +37,7 @@ and a generated corpus, and pins the analysis' expression handlers.
 from __future__ import annotations
 
 import ast
-import bisect
+import dataclasses
 import dis
 import re
 import warnings
@@ -104,15 +106,30 @@ _LEFT_LITERAL = re.compile(
 # `from collections import OrderedDict as OD`: found by its literal tail, which `re` searches fast.
 _MAPPING_ALIAS = re.compile(r"ict[ \t]+as[ \t]+(\w+)")
 # `import a.b as c`, `from a import (b as c, d)`: over strings and comments too (more names is safe).
-_IMPORT = re.compile(r"\bfrom[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n;]*)|\bimport[ \t]+([^\n;]*)")
+# Found by the literal `import` (which `re` searches fast), then `from a` looked for before it.
+_IMPORT = re.compile(r"import[ \t]+(\([^)]*\)|[^\n;]*)")
+_FROM = re.compile(r"\bfrom[ \t]+([.\w]+)[ \t]+\Z")
+_NAME_PATH = re.compile(r"[\w.]+")
+# Where a module's own imports may hide from its bytecode: after a fold (`while True:` at module level).
+_TOP_LEVEL_IMPORT = re.compile(r"^(?:import|from)\b", re.MULTILINE)
+# Line ends that `str.splitlines` honours but Python's tokenizer does not.
+_OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
-def candidate_text(text: str) -> str | None:
-    """What libcst must see of `text`.
+@dataclasses.dataclass(frozen=True)
+class Reduced:
+    """What libcst must see of a file: the kept lines, and the line each of them is in the file."""
 
-    None: all of it. "": nothing (no unit can have a finding). Otherwise `text` with the lines
-    of every other unit blanked (same number of lines, same columns on the kept ones).
-    """
+    text: str
+    lines: tuple[int, ...]  # 1-based, one per line of `text`
+
+
+NOTHING = Reduced("", ())  # no unit can have a finding: libcst need not see the file at all
+
+
+def reduce_source(text: str) -> Reduced | None:
+    """The units of `text` that may have a finding, with the module's imports; None: all of `text`."""
     if not ENABLED:
         return None
     with warnings.catch_warnings():
@@ -122,36 +139,69 @@ def candidate_text(text: str) -> str | None:
         except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
             return None
     if "return" not in text and "lambda" not in text:
-        return ""
+        return NOTHING
     mapping_names = _MAPPING_NAMES | _mapping_aliases(text.replace("\\\n", " "))
-    lines = text.splitlines(keepends=True)
-    marks = _Marks(text)
+    lines = source_lines(text)
     imports: frozenset[tuple[str, str]] | None = None
     kept: list[tuple[int, int, int]] = []  # (first line, last line, column), 1-based lines
+    spans: list[tuple[int, int]] = []
     try:
-        for code, (first, last, column) in _units(module):
+        for code, (first, last, column, end_column) in _units(module):
+            spans.append((first, last))
+            span = "".join(lines[first - 1 : last])
+            if not _text_may_find(span, mapping_names):
+                continue
             # The bytecode is trusted only where the compiler cannot have dropped code.
-            complete = marks.complete(code, first, last)
             if code.co_name.startswith("<"):
                 # A lambda or comprehension at module or class level: only lambdas are functions
                 # to the analysis, and one that may find cannot be cut out as a whole line: check all.
                 lambdas = [c for c in _code_tree(code) if c.co_name == "<lambda>"]
-                if not complete or any(_may_find(c, mapping_names) for c in lambdas):
-                    return None
-            elif not complete or _may_find(code, mapping_names):
+                if any(_may_find(c, mapping_names) for c in lambdas) or not _complete(code, span):
+                    imports = _imports(text) if imports is None else imports
+                    expression = _expression(lines[first - 1 : last], column, end_column)
+                    if _flow_may_find(expression, 0, imports):
+                        return None
+            elif _may_find(code, mapping_names) or not _complete(code, span):
                 imports = _imports(text) if imports is None else imports
-                if _flow_may_find(lines[first - 1 : last], column, imports):
+                if _flow_may_find(span, column, imports):
                     kept.append((first, last, column))
-        return _reduce(lines, kept, module) if kept else ""
+        module_imports = list(_module_imports(module, lines))
+        if _dropped_at_top_level(text, lines, spans, module_imports):
+            return None
+        return _reduce(lines, kept, module_imports) if kept else NOTHING
     except _Unplaceable:
         return None
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of `text` as Python numbers them (only \\n, \\r\\n and \\r end one), with their ends."""
+    if _OTHER_LINE_ENDS.search(text) is None:
+        return text.splitlines(keepends=True)
+    return _LINE.findall(text)
+
+
+def _expression(lines: list[str], column: int, end_column: int) -> str:
+    """The text of an expression from its lines and UTF-8 columns, parenthesised: it may span lines."""
+    if len(lines) == 1:
+        return "(" + lines[0].encode()[column:end_column].decode() + ")"
+    middle = "".join(lines[1:-1])
+    return "(" + lines[0].encode()[column:].decode() + middle + lines[-1].encode()[:end_column].decode() + ")"
+
+
+def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
+    """A return (or lambda) and a way to make a dict: a display or comprehension, a subscript
+    store (the analysis turns a number or None into a dict), a mapping constructor."""
+    if "return" not in span and "lambda" not in span:
+        return False
+    return "{" in span or "[" in span or any(name in span for name in mapping_names)
 
 
 # ---- units and their bytecode ---------------------------------------------------------
 
 
-def _units(code: CodeType) -> Iterator[tuple[CodeType, tuple[int, int, int]]]:
-    """Functions, lambdas and comprehensions made at module or class level, with their statement's span."""
+def _units(code: CodeType) -> Iterator[tuple[CodeType, tuple[int, int, int, int]]]:
+    """Functions, lambdas and comprehensions made at module or class level, with the span of their
+    statement (first line, last line) or expression (line, last line, UTF-8 start and end column)."""
     positions: list[tuple[int | None, int | None, int | None, int | None]] | None = None
     for index, const in enumerate(code.co_consts):
         if not isinstance(const, CodeType):
@@ -164,11 +214,11 @@ def _units(code: CodeType) -> Iterator[tuple[CodeType, tuple[int, int, int]]]:
         offset = _load_offset(code.co_code, index)
         if offset is None:
             raise _Unplaceable
-        line, end_line, column, _ = positions[offset // 2]
-        if line is None or end_line is None or column is None:
+        line, end_line, column, end_column = positions[offset // 2]
+        if line is None or end_line is None or column is None or end_column is None:
             raise _Unplaceable
         # A decorated def starts at its first decorator: the code object's first line.
-        yield const, (min(line, const.co_firstlineno), end_line, column)
+        yield const, (min(line, const.co_firstlineno), end_line, column, end_column)
 
 
 class _Unplaceable(Exception):
@@ -200,55 +250,69 @@ def _in_word(text: str, offset: int) -> bool:
     return offset > 0 and (text[offset - 1].isalnum() or text[offset - 1] == "_")
 
 
-def _line_numbers(text: str, offsets: list[int]) -> list[int]:
-    """1-based lines of sorted offsets (counting newlines between them: no per-line table)."""
-    lines, line, previous = [], 1, 0
-    for offset in offsets:
-        line += text.count("\n", previous, offset)
-        previous = offset
-        lines.append(line)
-    return lines
-
-
-class _Marks:
-    """Lines of a file where the compiler may have dropped code the analysis reads.
+def _complete(unit: CodeType, span: str) -> bool:
+    """Whether the unit's bytecode holds all of its code that the analysis reads.
 
     The compiler drops unreachable code; the analysis still reads two kinds of it: functions and
     lambdas there (it checks them on their own), and branches that only a constant test makes
     unreachable (`if False:`, `True or x`, code after `while True:`), which it follows like any
-    other branch. A unit's bytecode is complete if its text has no more `def`/`lambda` than it
+    other branch. The bytecode is complete if the text has no more `def`/`lambda` than the unit
     has function code objects, and no test that may fold.
     """
+    if _has_fold(span):
+        return False
+    functions = sum(
+        1 for code in _code_tree(unit) if code.co_flags & _CO_OPTIMIZED and code.co_name not in _COMPREHENSIONS
+    )
+    return _function_tokens(span) <= functions
 
-    def __init__(self, text: str) -> None:
-        functions = [m.start() for m in _FUNCTION_TOKEN.finditer(text) if not _in_word(text, m.start())]
-        folds = [
-            m.start()
-            for m in _KEYWORD_TRIGGER.finditer(text)
-            if not _in_word(text, m.start()) and _KEYWORD_TEST.match(text, m.start())
-        ]
-        for m in _AND_OR.finditer(text):
-            before = text[max(0, m.start() - 120) : m.start()]
-            tail = before.rstrip(" \t\r\n\\)")
-            word = _WORD_END.search(tail)
-            literal_end = tail[-1:] in ('"', "'", "(") or (
-                word is not None and (word.group()[0] in "0123456789." or word.group() in _CONSTANT_NAMES)
-            )
-            if literal_end and _LEFT_LITERAL.search(before):
-                folds.append(m.start())
-        self.functions = _line_numbers(text, functions)
-        self.folds = _line_numbers(text, sorted(folds))
 
-    def complete(self, unit: CodeType, first: int, last: int) -> bool:
-        def count(marks: list[int]) -> int:
-            return bisect.bisect_right(marks, last) - bisect.bisect_left(marks, first)
+def _function_tokens(text: str) -> int:
+    return sum(1 for m in _FUNCTION_TOKEN.finditer(text) if not _in_word(text, m.start()))
 
-        if count(self.folds):
-            return False
-        functions = sum(
-            1 for code in _code_tree(unit) if code.co_flags & _CO_OPTIMIZED and code.co_name not in _COMPREHENSIONS
+
+def _has_fold(text: str) -> bool:
+    for m in _KEYWORD_TRIGGER.finditer(text):
+        if not _in_word(text, m.start()) and _KEYWORD_TEST.match(text, m.start()):
+            return True
+    for m in _AND_OR.finditer(text):
+        before = text[max(0, m.start() - 120) : m.start()]
+        tail = before.rstrip(" \t\r\n\\)")
+        word = _WORD_END.search(tail)
+        literal_end = tail[-1:] in ('"', "'", "(") or (
+            word is not None and (word.group()[0] in "0123456789." or word.group() in _CONSTANT_NAMES)
         )
-        return count(self.functions) <= functions
+        if literal_end and _LEFT_LITERAL.search(before):
+            return True
+    return False
+
+
+def _dropped_at_top_level(
+    text: str, lines: list[str], spans: list[tuple[int, int]], module_imports: list[tuple[int, int]]
+) -> bool:
+    """Whether the compiler dropped, outside every unit, a function or an import the analysis reads
+    (`if 0:` at module or class level, anything after a module-level `while True:`).
+
+    The text outside the units is searched for `def`, `lambda` and column-0 imports; only when it
+    holds more than the bytecode does the file's `ast` decide (they are mostly in comments).
+    """
+    covered = bytearray(len(lines) + 2)
+    for first, last in spans:
+        covered[first : last + 1] = b"\x01" * (last - first + 1)
+    outside = "".join(line for number, line in enumerate(lines, start=1) if not covered[number])
+    import_lines = {first for first, _ in module_imports}
+    if not _function_tokens(outside) and len(_TOP_LEVEL_IMPORT.findall(outside)) <= len(import_lines):
+        return False
+    tree = ast.parse(text)
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            if not covered[node.lineno]:
+                return True
+            continue  # a unit, or inside one: `_complete` answers for what it holds
+        stack.extend(ast.iter_child_nodes(node))
+    return any(isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno not in import_lines for node in tree.body)
 
 
 def _may_find(unit: CodeType, mapping_names: frozenset[str]) -> bool:
@@ -287,16 +351,20 @@ def _returns_non_constant(bytecode: bytes) -> bool:
 def _imports(text: str) -> frozenset[tuple[str, str]]:
     """(local name, qualified name) for every import in the text, as `ModuleAnalysis._module_imports` reads them."""
     found = set()
-    for match in _IMPORT.finditer(text.replace("\\\n", " ")):
-        module, names, plain = match.groups()
-        for item in (names or plain or "").strip("() \t").split(","):
+    text = text.replace("\\\n", " ")
+    for match in _IMPORT.finditer(text):
+        if _in_word(text, match.start()):
+            continue
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        source = _FROM.search(text, line_start, match.start())
+        for item in match.group(1).strip("() \t").split(","):
             parts = item.split()
-            if not parts or not all(re.fullmatch(r"[\w.]+", p) for p in parts[:1]):
+            if not parts or not _NAME_PATH.fullmatch(parts[0]):
                 continue
             full = parts[0]
             local = parts[2] if len(parts) >= 3 and parts[1] == "as" else None
-            if module is not None:
-                base = module.lstrip(".")
+            if source is not None:
+                base = source.group(1).lstrip(".")
                 found.add((local or full, f"{base}.{full}" if base else full))
             elif local is not None:
                 found.add((local, full))
@@ -351,8 +419,7 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _flow_may_find(lines: list[str], column: int, imports: frozenset[tuple[str, str]]) -> bool:
-    segment = "".join(lines)
+def _flow_may_find(segment: str, column: int, imports: frozenset[tuple[str, str]]) -> bool:
     try:
         tree = ast.parse("if 1:\n" + segment if column else segment)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -594,27 +661,34 @@ class _Flow:
 # ---- the reduced text -------------------------------------------------------------------
 
 
-def _reduce(lines: list[str], kept: list[tuple[int, int, int]], module: CodeType) -> str | None:
-    out = [_newline(line) for line in lines]
-    owner = [0] * (len(lines) + 2)  # which kept span a line belongs to (1-based), 0: none
+def _reduce(
+    lines: list[str], kept: list[tuple[int, int, int]], module_imports: list[tuple[int, int]]
+) -> Reduced | None:
+    owner = [0] * (len(lines) + 2)  # which kept span a line belongs to (1-based), -1: an import, 0: none
     for number, (first, last, _) in enumerate(sorted(kept), start=1):
-        for line in range(first, last + 1):
-            out[line - 1] = lines[line - 1]
-            owner[line] = number
-    for first, last in _module_imports(module, lines):
-        for line in range(first, last + 1):
-            if owner[line]:
-                return None
-            out[line - 1] = lines[line - 1]
-            owner[line] = -1
+        owner[first : last + 1] = [number] * (last - first + 1)
+    for first, last in module_imports:
+        if any(owner[first : last + 1]):
+            return None
+        owner[first : last + 1] = [-1] * (last - first + 1)
+    headers: dict[int, str] = {}  # a free line above a nested unit: it opens the unit's block
     previous_column = None
     for number, (first, _, column) in enumerate(sorted(kept), start=1):
         follows_sibling = first > 1 and owner[first - 1] == number - 1 and previous_column == column
         if column and not follows_sibling:
             if first == 1 or owner[first - 1]:
                 return None  # no free line above to open a block on
-            out[first - 2] = "if 1:" + _newline(lines[first - 2])
+            headers[first - 1] = "if 1:" + _newline(lines[first - 2])
         previous_column = column
+    out, numbers = [], []
+    for number, line in enumerate(lines, start=1):
+        if owner[number]:
+            out.append(line)
+        elif number in headers:
+            out.append(headers[number])
+        else:
+            continue
+        numbers.append(number)
     reduced = "".join(out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -622,7 +696,7 @@ def _reduce(lines: list[str], kept: list[tuple[int, int, int]], module: CodeType
             compile(reduced, "<triage>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
             return None
-    return reduced
+    return Reduced(reduced, tuple(numbers))
 
 
 def _module_imports(module: CodeType, lines: list[str]) -> Iterator[tuple[int, int]]:

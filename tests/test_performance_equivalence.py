@@ -196,6 +196,13 @@ ADVERSARIAL = {
     "crlf": "def f(x):\r\n    return x, {'a': x.detach()}\r\n",
     "syntax_error": "def f(x):\n    return x, {'a': x.detach()\n",
     "noqa": "def f(x):\n    return x, {'a': x.detach()}  # noqa: FAL001\n",
+    "module_dead_branch": "if 0:\n    def f(x):\n        return x, {'a': x.detach()}\n",
+    "module_dead_else": "if True:\n    pass\nelse:\n    g = lambda x: (x, {'a': x.detach()})\n",
+    "after_module_while_true": "while 1:\n    pass\ndef f(x):\n    return x, {'a': x.detach()}\n",
+    "import_after_while_true": (
+        "while 1:\n    pass\nimport torch as th\ndef f(x):\n    return x, {'a': th.detach(x)}\n"
+    ),
+    "class_dead_branch": "class A:\n    if 0:\n        def f(self, x):\n            return x, {'a': x.detach()}\n",
     "docstring_col0": 'def f(x):\n    """\ndef g(y):\n    return y, {}\n"""\n    return x, {"a": x.detach()}\n',
 }
 
@@ -234,22 +241,39 @@ def test_adversarial_cases_are_findings() -> None:
     assert len(flagged) >= len(ADVERSARIAL) - 6, sorted(set(ADVERSARIAL) - set(flagged))
 
 
-def test_reduced_text_keeps_lines_and_columns() -> None:
+def test_reduced_text_keeps_columns_and_maps_lines_back() -> None:
     text = (
         "import torch as th\nx = 1\n\n\nclass A:\n    y = 2\n\n    def loss(self, out):\n"
         "        return out, {'a': out.detach()}\n\n    def other(self):\n        return 1\n"
     )
-    reduced = triage.candidate_text(text)
-    assert reduced is not None and reduced.count("\n") == text.count("\n")
-    kept = [line for line in reduced.splitlines() if line.strip()]
-    assert kept == [
+    reduced = triage.reduce_source(text)
+    assert reduced is not None
+    assert reduced.text.splitlines() == [
         "import torch as th",
         "if 1:",
         "    def loss(self, out):",
         "        return out, {'a': out.detach()}",
     ]
-    assert triage.candidate_text("def f(x):\n    return x + 1\n") == ""
-    assert triage.candidate_text("def f(:\n") is None
+    assert reduced.lines == (1, 7, 8, 9)
+    original = text.splitlines()
+    assert all(
+        original[n - 1] == kept
+        for n, kept in zip(reduced.lines, reduced.text.splitlines(), strict=True)
+        if kept != "if 1:"
+    )
+    [finding] = check_source(text)
+    assert (finding.line, finding.column) == (9, 27)
+    assert triage.reduce_source("def f(x):\n    return x + 1\n") is triage.NOTHING
+    assert triage.reduce_source("def f(:\n") is None
+
+
+def test_lines_are_numbered_as_python_numbers_them() -> None:
+    """A form feed or U+2028 inside a line must not shift the lines kept after it."""
+    for odd in ("\x0c", "\u2028", "\x85"):
+        text = f"def g():\n    s = 'a{odd}b'\n    return s\n\n\ndef f(x):\n    return x, {{'a': x.detach()}}\n"
+        reduced = triage.reduce_source(text)
+        assert reduced is not None and reduced.lines == (6, 7), odd
+        assert [f.line for f in check_source(text)] == [7]
 
 
 def test_triage_mirrors_the_analysis_it_approximates() -> None:
