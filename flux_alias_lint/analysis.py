@@ -108,15 +108,15 @@ class Val:
                 items.append((k, v))
         if not found:
             items.append((key, value))
-        return dataclasses.replace(self, items=tuple(items))
+        return Val(self.aliases, self.container, tuple(items), self.immutable, self.dtype, self.length)
 
     def entered_at(self, node: cst.BaseExpression) -> Val:
         """The same value, now passed through ``node`` (its top-level aliases only)."""
         if not self.aliases:
             return self
-        return dataclasses.replace(
-            self, aliases=frozenset(dataclasses.replace(a, entry=node, fixable=True) for a in self.aliases)
-        )
+        # Constructors, not dataclasses.replace: this runs for every name read.
+        aliases = frozenset(Alias(a.token, a.ops, node, True) for a in self.aliases)
+        return Val(aliases, self.container, self.items, self.immutable, self.dtype, self.length)
 
 
 IMMUTABLE = Val(immutable=True)

@@ -1,33 +1,29 @@
 """Skip, before libcst ever sees it, the code that provably cannot produce a finding.
 
-libcst parses ~5k lines a second, CPython ~70k (to bytecode, ~250k): on a training repository,
-where a few hundred lines out of half a million are loss functions, parsing everything with
-libcst is nearly all of a cold run. The analysis stays the source of truth; this module only
-decides which *units* it needs to see. A unit is a function or class-level method defined at
-module or class level: the analysis runs each of those with an empty environment (closures get
-theirs from the enclosing function, which is why nested functions are never units of their own),
-and the only module-level context it reads is the import table.
+libcst parses ~5k lines a second, CPython's `ast` ~250k: on a training repository, where a few
+hundred lines out of half a million are loss functions, parsing everything with libcst is nearly
+all of a cold run. The analysis stays the source of truth; this module only decides which *units*
+it needs to see. A unit is a function defined at module or class level (in any block there): the
+analysis runs each of those with an empty environment (closures get theirs from the enclosing
+function, which is why nested functions are never units of their own), and the only module-level
+context it reads is the module's own imports.
 
 Three filters, each an over-approximation of the analysis in `analysis.py`:
 
-1. `compile()` the file (CPython rejects it: return None, the caller analyses everything and
+1. `ast.parse` the file (CPython rejects it: return None, the caller analyses everything and
    reports the error exactly as before).
-2. Per unit, from its text, then its bytecode. The text must hold `return` or `lambda` and a way
-   to make a dict (`{`, `[`, a mapping constructor's name); this costs nothing and needs no trust
-   in the compiler. Then the bytecode: a finding needs a `return` of something that is not a constant
-   (or a lambda) and a source of a dict container: a dict display or comprehension, a mapping
-   constructor (`dict`, `OrderedDict`, `defaultdict` or an import alias of one), or a subscript
-   store (which the analysis turns into a dict when the owner held a number or None).
-3. Per surviving unit, from its CPython `ast`: a flow-insensitive pass mirroring how the analysis
-   builds and moves containers (`_Flow`), asking whether some `return` (or lambda body) can be a
-   2- or 3-element sequence whose last element is a dict.
+2. Per unit, its text must hold `return` or `lambda` and a way to make a dict: `{`, `[` (a
+   subscript store, which the analysis turns into a dict when the owner held a number or None),
+   or the name of a mapping constructor (`dict`, `OrderedDict`, `defaultdict`, an alias of one).
+3. Per surviving unit, a flow-insensitive pass over its `ast` mirroring how the analysis builds
+   and moves containers (`_Flow`), asking whether some `return` (or lambda body) can be a 2- or
+   3-element sequence whose last element is a dict.
 
-The units that survive (and the module's imports) are handed to libcst alone, each line with the
-number it has in the file, so columns are unchanged and lines map back. A unit nested in a class or
-block gets an `if 1:` line above it (the analysis treats both the same: an empty environment).
-
-Anything unexpected (a lambda at module level that may be a loss function, an import this module
-cannot place, a reduced text CPython rejects) falls back to analysing the whole file.
+The units that survive and the module's imports are handed to libcst alone, each line with the
+number it has in the file, so columns are unchanged and lines map back. A unit nested in a class
+or block gets an `if 1:` line above it (the analysis treats both the same: an empty environment).
+A lambda outside every unit that may find cannot be cut out as whole lines: the file is then
+analysed whole.
 
 When `analysis.py` learns a new way to make or move a container, `_Flow` must learn it too:
 `tests/test_performance_equivalence.py` compares triage against the full analysis on the fixtures
@@ -38,11 +34,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import dis
 import re
 import warnings
 from collections.abc import Iterator
-from types import CodeType
 
 from .aliasing import MAPPING_CONSTRUCTORS, NUMBER_BUILTINS, NUMBER_METHODS
 
@@ -51,70 +45,13 @@ ENABLED = True
 
 _MAPPING_NAMES = frozenset(name.rpartition(".")[2] for name in MAPPING_CONSTRUCTORS)
 _MUTATORS = frozenset({"update", "append", "insert", "extend", "setdefault"})
-
-_OP = dis.opmap
-_DICT_OPCODES = frozenset(
-    _OP[name]
-    for name in (
-        "BUILD_MAP",
-        "BUILD_CONST_KEY_MAP",
-        "DICT_UPDATE",
-        "DICT_MERGE",
-        "MAP_ADD",
-        "STORE_SUBSCR",
-        "STORE_SLICE",
-    )
-    if name in _OP
-)
-_RETURN_VALUE = _OP["RETURN_VALUE"]
-_LOAD_CONST = _OP["LOAD_CONST"]
-_CACHE = _OP.get("CACHE", -1)
-_EXTENDED_ARG = _OP["EXTENDED_ARG"]
-_CO_OPTIMIZED = 0x1  # set on function code, not on class bodies or modules
-_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
-
-# Where the compiler may have dropped code: `def`/`lambda` (unreachable ones leave no code
-# object) and tests it may fold. A test folds only if it is a literal (or built from literals):
-# after a keyword that tests it (`if 0`, `while True`, `assert not __debug__`, `x if () else y`,
-# `a and 0`), or left of `and`/`or` (`True or x`). Left out as never folded or harmless: a literal
-# compared or called (`if "x" in y`, `if 0 < n`), a falsy last resort (`x or None`).
-# Strings and comments count too, which only makes a unit look incomplete more often.
-_FUNCTION_TOKEN = re.compile(r"(?:def|lambda)\b")
-_STRING = r"[bBrRuUfF]{0,2}(?:\"[^\"\\\n]*\"|'[^'\\\n]*')"
-_NOT_CONSTANT_AFTER = r"(?!\s*(?:in\b|not\s+in\b|is\b|[=!<>]=|[<>]|\.\s*[A-Za-z_]|\())"
-_LITERAL = (
-    rf"(?:(?:\d[\w.]*|\.\d[\w.]*|{_STRING}){_NOT_CONSTANT_AFTER}"
-    r"|(?:True|False|None|__debug__)\b|\.\.\.|\(\s*\)|[bBrRuUfF]{0,2}[\"'](?![^\"'\n]*[\"']\s*(?:in\b|\.)))"
-)
-# Cheap triggers, each confirmed by the exact pattern below it.
-_KEYWORD_TRIGGER = re.compile(
-    r"(?:elif|if|while|assert|and|or|not)[\s(]*(?:not[\s(]+)*[-+~]?\s*(?:[\d.\"'(]|True|False|None|__|[bBrRuUfF]{1,2}[\"'])"
-)
-_KEYWORD_TEST = re.compile(
-    rf"(?:(?:if|elif|while|assert|and)|or(?!\s*(?:None|False|0|\"\"|''|\(\s*\))\s*(?:[):,\]}}]|$|else\b))|(?<!\bis )not)"
-    rf"\s*[(\s]*(?:not\b[(\s]*)*[-+~]?\s*{_LITERAL}",
-    re.MULTILINE,
-)
-_AND_OR = re.compile(r"\b(?:and|or)\b")
-_WORD_END = re.compile(r"[\w.]+\Z")
-_CONSTANT_NAMES = frozenset({"True", "False", "None", "__debug__"})
-_LEFT_LITERAL = re.compile(
-    rf"(?:^|[(\[{{,:]|(?<![=!<>])=(?!=)|\b(?:return|in|else|yield|await|lambda|if|elif|while|assert|and|or)\b|(?<!\bis )\bnot\b)"
-    rf"[(\s]*(?:not\b[(\s]*)*[-+~]?\s*(?:\d[\w.]*|{_STRING}|\(\s*\)|True|False|None|__debug__|\.\.\.)[)\s]*\Z",
-    re.MULTILINE,
-)
-# `from collections import OrderedDict as OD`: found by its literal tail, which `re` searches fast.
-_MAPPING_ALIAS = re.compile(r"ict[ \t]+as[ \t]+(\w+)")
-# `import a.b as c`, `from a import (b as c, d)`: over strings and comments too (more names is safe).
-# Found by the literal `import` (which `re` searches fast), then `from a` looked for before it.
-_IMPORT = re.compile(r"import[ \t]+(\([^)]*\)|[^\n;]*)")
-_FROM = re.compile(r"\bfrom[ \t]+([.\w]+)[ \t]+\Z")
-_NAME_PATH = re.compile(r"[\w.]+")
-# Where a module's own imports may hide from its bytecode: after a fold (`while True:` at module level).
-_TOP_LEVEL_IMPORT = re.compile(r"^(?:import|from)\b", re.MULTILINE)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Where statements nest: a unit may be defined in a class, an `if`, a `try`, a `with`, a loop, a `match`.
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 # Line ends that `str.splitlines` honours but Python's tokenizer does not.
 _OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,57 +72,56 @@ def reduce_source(text: str) -> Reduced | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
         try:
-            module = compile(text, "<triage>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
+            if "return" not in text and "lambda" not in text:
+                compile(text, "<triage>", "exec", dont_inherit=True)  # validated, without building a tree
+                return NOTHING
+            tree = ast.parse(text)
+        except _PARSE_ERRORS:
             return None
-    if "return" not in text and "lambda" not in text:
-        return NOTHING
-    mapping_names = _MAPPING_NAMES | _mapping_aliases(text.replace("\\\n", " "))
     lines = source_lines(text)
-    imports: frozenset[tuple[str, str]] | None = None
+    imports = _module_imports(tree)
+    mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
+    units = list(_units(tree.body))
     kept: list[tuple[int, int, int]] = []  # (first line, last line, column), 1-based lines
     spans: list[tuple[int, int]] = []
-    try:
-        for code, (first, last, column, end_column) in _units(module):
-            spans.append((first, last))
-            span = "".join(lines[first - 1 : last])
-            if not _text_may_find(span, mapping_names):
-                continue
-            # The bytecode is trusted only where the compiler cannot have dropped code.
-            if code.co_name.startswith("<"):
-                # A lambda or comprehension at module or class level: only lambdas are functions
-                # to the analysis, and one that may find cannot be cut out as a whole line: check all.
-                lambdas = [c for c in _code_tree(code) if c.co_name == "<lambda>"]
-                if any(_may_find(c, mapping_names) for c in lambdas) or not _complete(code, span):
-                    imports = _imports(text) if imports is None else imports
-                    expression = _expression(lines[first - 1 : last], column, end_column)
-                    if _flow_may_find(expression, 0, imports):
-                        return None
-            elif _may_find(code, mapping_names) or not _complete(code, span):
-                imports = _imports(text) if imports is None else imports
-                if _flow_may_find(span, column, imports):
-                    kept.append((first, last, column))
-        module_imports = list(_module_imports(module, lines))
-        if _dropped_at_top_level(text, lines, spans, module_imports):
-            return None
-        return _reduce(lines, kept, module_imports) if kept else NOTHING
-    except _Unplaceable:
+    for unit in units:
+        first, last = _first_line(unit), unit.end_lineno or unit.lineno
+        spans.append((first, last))
+        span = "".join(lines[first - 1 : last])
+        if _text_may_find(span, mapping_names) and _flow_may_find(unit, imports):
+            kept.append((first, last, unit.col_offset))
+    if "lambda" in text and "lambda" in _outside(lines, spans) and _lambda_outside_units_may_find(tree, units, imports):
         return None
+    if not kept:
+        return NOTHING
+    import_spans = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    ]
+    return _reduce(lines, kept, import_spans)
 
 
 def source_lines(text: str) -> list[str]:
     """The lines of `text` as Python numbers them (only \\n, \\r\\n and \\r end one), with their ends."""
-    if _OTHER_LINE_ENDS.search(text) is None:
-        return text.splitlines(keepends=True)
-    return _LINE.findall(text)
+    lines = text.splitlines(keepends=True)
+    if "\r" not in text and len(lines) == text.count("\n") + (not text.endswith("\n")):
+        return lines  # the usual case, told without a regex over the whole text
+    return lines if _OTHER_LINE_ENDS.search(text) is None else _LINE.findall(text)
 
 
-def _expression(lines: list[str], column: int, end_column: int) -> str:
-    """The text of an expression from its lines and UTF-8 columns, parenthesised: it may span lines."""
-    if len(lines) == 1:
-        return "(" + lines[0].encode()[column:end_column].decode() + ")"
-    middle = "".join(lines[1:-1])
-    return "(" + lines[0].encode()[column:].decode() + middle + lines[-1].encode()[:end_column].decode() + ")"
+def _units(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in body:
+        if isinstance(node, _FUNCTIONS):
+            yield node
+        else:
+            for field in _BLOCK_FIELDS:
+                yield from _units(getattr(node, field, ()))
+
+
+def _first_line(unit: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A decorated def starts at its first decorator."""
+    return min([unit.lineno, *(decorator.lineno for decorator in unit.decorator_list)])
 
 
 def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
@@ -196,190 +132,45 @@ def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
     return "{" in span or "[" in span or any(name in span for name in mapping_names)
 
 
-# ---- units and their bytecode ---------------------------------------------------------
+def _outside(lines: list[str], spans: list[tuple[int, int]]) -> str:
+    """The text of every line no unit covers."""
+    pieces, previous = [], 0  # lines[previous:] is not yet looked at (0-based)
+    for first, last in sorted(spans):
+        pieces.append("".join(lines[previous : first - 1]))
+        previous = max(previous, last)
+    return "".join(pieces) + "".join(lines[previous:])
 
 
-def _units(code: CodeType) -> Iterator[tuple[CodeType, tuple[int, int, int, int]]]:
-    """Functions, lambdas and comprehensions made at module or class level, with the span of their
-    statement (first line, last line) or expression (line, last line, UTF-8 start and end column)."""
-    positions: list[tuple[int | None, int | None, int | None, int | None]] | None = None
-    for index, const in enumerate(code.co_consts):
-        if not isinstance(const, CodeType):
-            continue
-        if not const.co_flags & _CO_OPTIMIZED:  # a class body: its methods are units
-            yield from _units(const)
-            continue
-        if positions is None:
-            positions = list(code.co_positions())
-        offset = _load_offset(code.co_code, index)
-        if offset is None:
-            raise _Unplaceable
-        line, end_line, column, end_column = positions[offset // 2]
-        if line is None or end_line is None or column is None or end_column is None:
-            raise _Unplaceable
-        # A decorated def starts at its first decorator: the code object's first line.
-        yield const, (min(line, const.co_firstlineno), end_line, column, end_column)
-
-
-class _Unplaceable(Exception):
-    """A unit whose source span the bytecode does not give."""
-
-
-def _load_offset(bytecode: bytes, index: int) -> int | None:
-    """Offset of the `LOAD_CONST index` that loads a unit's code object."""
-    low, high = index & 0xFF, index >> 8
-    start = 0
-    while True:
-        at = bytecode.find(bytes((_LOAD_CONST, low)), start)
-        if at < 0:
-            return None
-        extended = at >= 2 and bytecode[at - 2] == _EXTENDED_ARG
-        if at % 2 == 0 and (bytecode[at - 1] == high if extended else high == 0):
-            return at
-        start = at + 1
-
-
-def _code_tree(code: CodeType) -> Iterator[CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            yield from _code_tree(const)
-
-
-def _in_word(text: str, offset: int) -> bool:
-    return offset > 0 and (text[offset - 1].isalnum() or text[offset - 1] == "_")
-
-
-def _complete(unit: CodeType, span: str) -> bool:
-    """Whether the unit's bytecode holds all of its code that the analysis reads.
-
-    The compiler drops unreachable code; the analysis still reads two kinds of it: functions and
-    lambdas there (it checks them on their own), and branches that only a constant test makes
-    unreachable (`if False:`, `True or x`, code after `while True:`), which it follows like any
-    other branch. The bytecode is complete if the text has no more `def`/`lambda` than the unit
-    has function code objects, and no test that may fold.
-    """
-    if _has_fold(span):
-        return False
-    functions = sum(
-        1 for code in _code_tree(unit) if code.co_flags & _CO_OPTIMIZED and code.co_name not in _COMPREHENSIONS
-    )
-    return _function_tokens(span) <= functions
-
-
-def _function_tokens(text: str) -> int:
-    return sum(1 for m in _FUNCTION_TOKEN.finditer(text) if not _in_word(text, m.start()))
-
-
-def _has_fold(text: str) -> bool:
-    for m in _KEYWORD_TRIGGER.finditer(text):
-        if not _in_word(text, m.start()) and _KEYWORD_TEST.match(text, m.start()):
-            return True
-    for m in _AND_OR.finditer(text):
-        before = text[max(0, m.start() - 120) : m.start()]
-        tail = before.rstrip(" \t\r\n\\)")
-        word = _WORD_END.search(tail)
-        literal_end = tail[-1:] in ('"', "'", "(") or (
-            word is not None and (word.group()[0] in "0123456789." or word.group() in _CONSTANT_NAMES)
-        )
-        if literal_end and _LEFT_LITERAL.search(before):
-            return True
-    return False
-
-
-def _dropped_at_top_level(
-    text: str, lines: list[str], spans: list[tuple[int, int]], module_imports: list[tuple[int, int]]
+def _lambda_outside_units_may_find(
+    tree: ast.Module, units: list[ast.FunctionDef | ast.AsyncFunctionDef], imports: frozenset[tuple[str, str]]
 ) -> bool:
-    """Whether the compiler dropped, outside every unit, a function or an import the analysis reads
-    (`if 0:` at module or class level, anything after a module-level `while True:`).
-
-    The text outside the units is searched for `def`, `lambda` and column-0 imports; only when it
-    holds more than the bytecode does the file's `ast` decide (they are mostly in comments).
-    """
-    covered = bytearray(len(lines) + 2)
-    for first, last in spans:
-        covered[first : last + 1] = b"\x01" * (last - first + 1)
-    outside = "".join(line for number, line in enumerate(lines, start=1) if not covered[number])
-    import_lines = {first for first, _ in module_imports}
-    if not _function_tokens(outside) and len(_TOP_LEVEL_IMPORT.findall(outside)) <= len(import_lines):
-        return False
-    tree = ast.parse(text)
+    """A lambda at module or class level (a dataclass field's `default_factory`) is a function to the analysis."""
+    inside = {id(unit) for unit in units}
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            if not covered[node.lineno]:
-                return True
-            continue  # a unit, or inside one: `_complete` answers for what it holds
-        stack.extend(ast.iter_child_nodes(node))
-    return any(isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno not in import_lines for node in tree.body)
-
-
-def _may_find(unit: CodeType, mapping_names: frozenset[str]) -> bool:
-    """A non-constant return (or a lambda) and a way to make a dict, anywhere in the unit."""
-    returns = dicts = False
-    for code in _code_tree(unit):
-        bytecode = code.co_code
-        if not dicts:
-            dicts = bool(_DICT_OPCODES.intersection(bytecode[::2])) or not mapping_names.isdisjoint(code.co_names)
-        if not returns:
-            returns = _returns_non_constant(bytecode)
-        if returns and dicts:
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.Lambda) and _flow_may_find(node, imports):
             return True
+        stack.extend(ast.iter_child_nodes(node))
     return False
 
 
-def _returns_non_constant(bytecode: bytes) -> bool:
-    start = 0
-    while True:
-        at = bytecode.find(bytes((_RETURN_VALUE,)), start)
-        if at < 0:
-            return False
-        start = at + 1
-        if at % 2:
-            continue
-        previous = at - 2
-        while previous >= 0 and bytecode[previous] == _CACHE:
-            previous -= 2
-        if previous < 0 or bytecode[previous] != _LOAD_CONST:
-            return True
-
-
-# ---- imports ----------------------------------------------------------------------------
-
-
-def _imports(text: str) -> frozenset[tuple[str, str]]:
-    """(local name, qualified name) for every import in the text, as `ModuleAnalysis._module_imports` reads them."""
+def _module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
+    """(local name, qualified name) for the module-level imports, as `ModuleAnalysis._module_imports` reads them."""
     found = set()
-    text = text.replace("\\\n", " ")
-    for match in _IMPORT.finditer(text):
-        if _in_word(text, match.start()):
-            continue
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        source = _FROM.search(text, line_start, match.start())
-        for item in match.group(1).strip("() \t").split(","):
-            parts = item.split()
-            if not parts or not _NAME_PATH.fullmatch(parts[0]):
-                continue
-            full = parts[0]
-            local = parts[2] if len(parts) >= 3 and parts[1] == "as" else None
-            if source is not None:
-                base = source.group(1).lstrip(".")
-                found.add((local or full, f"{base}.{full}" if base else full))
-            elif local is not None:
-                found.add((local, full))
-            else:
-                head = full.split(".")[0]
-                found.add((head, head))
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                head = alias.name.split(".")[0]
+                found.add((alias.asname, alias.name) if alias.asname else (head, head))
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    qualified = f"{node.module}.{alias.name}" if node.module else alias.name
+                    found.add((alias.asname or alias.name, qualified))
     return frozenset(found)
-
-
-def _mapping_aliases(text: str) -> frozenset[str]:
-    return frozenset(
-        m.group(1)
-        for m in _MAPPING_ALIAS.finditer(text)
-        if re.search(r"(?:^|[^\w])(?:d|OrderedD|defaultd)\Z", text[max(0, m.start() - 9) : m.start()])
-    )
 
 
 def _is_mapping(qualified: str) -> bool:
@@ -419,13 +210,9 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _flow_may_find(segment: str, column: int, imports: frozenset[tuple[str, str]]) -> bool:
+def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]]) -> bool:
     try:
-        tree = ast.parse("if 1:\n" + segment if column else segment)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return True
-    try:
-        return _Flow(tree, imports).may_find()
+        return _Flow(node, imports).may_find()
     except RecursionError:
         return True
 
@@ -449,6 +236,14 @@ _BINDING_NODES = frozenset(
 )
 
 
+# Nothing the flow collects is in these nodes or fields: the walk does not enter them.
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue})
+_LEAF_FIELDS = frozenset(
+    {"ctx", "id", "attr", "name", "names", "arg", "module", "level", "kind", "op", "ops", "type_comment", "is_async"}
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _is_mutation(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
 
@@ -460,7 +255,7 @@ class _Flow:
         self.bindings: list[ast.AST] = []
         self.returns: list[ast.expr] = []
         stack: list[ast.AST] = [tree]
-        while stack:  # ast.walk, without its generator-per-node overhead
+        while stack:  # ast.walk, without its generator-per-node overhead, and not into leaves
             node = stack.pop()
             kind = type(node)
             if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
@@ -469,12 +264,15 @@ class _Flow:
                 self.returns.append(node.value)
             elif kind is ast.Lambda:
                 self.returns.append(node.body)
-            for name in node._fields:
+            fields = _CHILD_FIELDS.get(kind)
+            if fields is None:
+                fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+            for name in fields:
                 value = getattr(node, name, None)
-                if isinstance(value, ast.AST):
+                if type(value) is list:
+                    stack.extend(item for item in value if isinstance(item, ast.AST) and type(item) not in _LEAVES)
+                elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
                     stack.append(value)
-                elif isinstance(value, list):
-                    stack.extend(item for item in value if isinstance(item, ast.AST))
         self.env: dict[str, int] = {}
         self.qualified: dict[str, set[str]] = {}
         for local, full in imports:
@@ -661,13 +459,11 @@ class _Flow:
 # ---- the reduced text -------------------------------------------------------------------
 
 
-def _reduce(
-    lines: list[str], kept: list[tuple[int, int, int]], module_imports: list[tuple[int, int]]
-) -> Reduced | None:
+def _reduce(lines: list[str], kept: list[tuple[int, int, int]], import_spans: list[tuple[int, int]]) -> Reduced | None:
     owner = [0] * (len(lines) + 2)  # which kept span a line belongs to (1-based), -1: an import, 0: none
     for number, (first, last, _) in enumerate(sorted(kept), start=1):
         owner[first : last + 1] = [number] * (last - first + 1)
-    for first, last in module_imports:
+    for first, last in import_spans:
         if any(owner[first : last + 1]):
             return None
         owner[first : last + 1] = [-1] * (last - first + 1)
@@ -694,32 +490,9 @@ def _reduce(
         warnings.simplefilter("ignore")
         try:
             compile(reduced, "<triage>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
+        except _PARSE_ERRORS:
             return None
     return Reduced(reduced, tuple(numbers))
-
-
-def _module_imports(module: CodeType, lines: list[str]) -> Iterator[tuple[int, int]]:
-    """Spans of the import statements `_module_imports` reads: those directly in the module body."""
-    import_name = _OP["IMPORT_NAME"]
-    bytecode = module.co_code
-    positions = None
-    for at in range(0, len(bytecode), 2):
-        if bytecode[at] != import_name:
-            continue
-        if positions is None:
-            positions = list(module.co_positions())
-        first, last, column, _ = positions[at // 2]
-        if first is None or last is None or column is None:
-            raise _Unplaceable
-        before = lines[first - 1][:column]
-        if before.strip() == "":
-            if column == 0:
-                yield first, last
-            continue  # indented: inside an `if` or `try`, which the analysis does not read
-        if not lines[first - 1].startswith(("import ", "from ")):
-            raise _Unplaceable  # `x = 1; import y`: keep it simple, check the whole file
-        yield first, last
 
 
 def _newline(line: str) -> str:
