@@ -88,7 +88,11 @@ def reduce_source(text: str) -> Reduced | None:
         first, last = _first_line(unit), unit.end_lineno or unit.lineno
         spans.append((first, last))
         span = "".join(lines[first - 1 : last])
-        if _text_may_find(span, mapping_names) and _flow_may_find(unit, imports):
+        if (
+            _text_may_find(span, mapping_names)
+            and ("lambda" in span or _some_return_may_fit(unit.body))
+            and _flow_may_find(unit, imports)
+        ):
             kept.append((first, last, unit.col_offset))
     if "lambda" in text and "lambda" in _outside(lines, spans) and _lambda_outside_units_may_find(tree, units, imports):
         return None
@@ -130,6 +134,41 @@ def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
     if "return" not in span and "lambda" not in span:
         return False
     return "{" in span or "[" in span or any(name in span for name in mapping_names)
+
+
+# What `_Flow._eval` may give a dict for (`D`), and a sequence (`S`), by the kind of the expression:
+# the others are numbers, strings, sets, fresh tensors or dicts (`Dict`, `DictComp`: never `S`).
+_MAY_BE_DICT = (
+    ast.Name, ast.Attribute, ast.Starred, ast.Dict, ast.DictComp, ast.Subscript, ast.IfExp, ast.BoolOp, ast.NamedExpr,
+    ast.Call,
+)  # fmt: skip
+_MAY_BE_SEQUENCE = (
+    ast.Name, ast.Attribute, ast.Starred, ast.ListComp, ast.GeneratorExp, ast.Subscript, ast.IfExp, ast.BoolOp,
+    ast.NamedExpr, ast.Call,
+)  # fmt: skip
+
+
+def _some_return_may_fit(body: list[ast.stmt]) -> bool:
+    """`_Flow._returnable` by the shape of each `return` alone (nested functions' too; lambdas are
+    the caller's to rule out): most units return a name or a call, which it cannot rule out, but a
+    quarter return only arithmetic, comparisons, strings or None, and then the flow need not run."""
+    for node in body:
+        if isinstance(node, ast.Return) and node.value is not None:
+            value = node.value
+            if isinstance(value, (ast.Tuple, ast.List)):
+                elements = value.elts
+                if (
+                    len(elements) in (2, 3)
+                    and not any(isinstance(e, ast.Starred) for e in elements)
+                    and isinstance(elements[-1], _MAY_BE_DICT)
+                ):
+                    return True
+            elif isinstance(value, _MAY_BE_SEQUENCE):
+                return True
+        for field in _BLOCK_FIELDS:
+            if _some_return_may_fit(getattr(node, field, ())):
+                return True
+    return False
 
 
 def _outside(lines: list[str], spans: list[tuple[int, int]]) -> str:
@@ -275,6 +314,7 @@ class _Flow:
                     stack.append(value)
         self.env: dict[str, int] = {}
         self.qualified: dict[str, set[str]] = {}
+        self._qualified_names: dict[int, frozenset[str]] = {}
         for local, full in imports:
             self.qualified.setdefault(local, set()).add(full)
 
@@ -360,12 +400,19 @@ class _Flow:
         elif isinstance(target, ast.Starred):
             self._bind(target.value, S | _holding(_elements(flags)))
 
-    def _qualified(self, node: ast.expr) -> set[str]:
-        name = _dotted(node)
-        if name is None:
-            return set()
-        head, _, rest = name.partition(".")
-        return {f"{full}.{rest}" if rest else full for full in self.qualified.get(head, set()) | {head}}
+    def _qualified(self, node: ast.expr) -> frozenset[str]:
+        known = self._qualified_names.get(id(node))  # the fixpoint evaluates each node several times
+        if known is None:
+            name = _dotted(node)
+            if name is None:
+                known = frozenset()
+            else:
+                head, _, rest = name.partition(".")
+                known = frozenset(
+                    f"{full}.{rest}" if rest else full for full in self.qualified.get(head, set()) | {head}
+                )
+            self._qualified_names[id(node)] = known
+        return known
 
     def _arguments(self, node: ast.Call) -> int:
         flags = 0

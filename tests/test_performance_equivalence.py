@@ -5,6 +5,7 @@ Correctness only; timing lives in `bench/bench.py`.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -288,3 +289,26 @@ def test_triage_mirrors_the_analysis_it_approximates() -> None:
         "_eval_UnaryOperation", "_eval_Comparison", "_eval_Lambda", "_eval_ListComp", "_eval_GeneratorExp",
         "_eval_SetComp", "_eval_DictComp", "_eval_Call",
     }  # fmt: skip
+
+
+def test_return_shapes_the_flow_can_rule_out_are_ruled_out_by_it() -> None:
+    """`triage._some_return_may_fit` skips the flow by the kind of a returned expression: every kind
+    outside `_MAY_BE_DICT` / `_MAY_BE_SEQUENCE` must be one `_Flow._eval` never makes a dict / sequence
+    of, whatever the names in it hold. Every kind of expression is sampled."""
+    samples = [
+        "a", "a.b", "1", "f'{a}'", "lambda: a", "{a: a}", "{k: a for k in a}", "(a, a)", "[a, a]",
+        "[x for x in a]", "(x for x in a)", "a[0]", "a[1:2]", "a if a else a", "a and a", "(y := a)",
+        "-a", "not a", "a + a", "a(a)", "dict(a)", "list(a)", "a.copy()", "a.get(0)", "a < a", "{a}",
+        "{x for x in a}", "a.values()", "a.items()", "max(a, a)", "await a", "(yield a)", "(yield from a)",
+    ]  # fmt: skip
+    expressions = [ast.parse(sample, mode="eval").body for sample in samples]
+    expressions += [expressions[3].values[0], expressions[12].slice, ast.parse("[*a]", mode="eval").body.elts[0]]
+    assert {type(e) for e in expressions} == set(ast.expr.__subclasses__())
+    for expression in expressions:
+        flow = triage._Flow(ast.parse("pass"), frozenset())
+        flow.env = {"a": triage.ALL, "a.b": triage.ALL}
+        flags = flow._eval(expression)
+        if flags & triage.D:
+            assert isinstance(expression, triage._MAY_BE_DICT), ast.dump(expression)
+        if flags & triage.S and not isinstance(expression, (ast.Tuple, ast.List)):  # displays: by their elements
+            assert isinstance(expression, triage._MAY_BE_SEQUENCE), ast.dump(expression)
