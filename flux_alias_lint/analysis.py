@@ -155,7 +155,11 @@ def join_envs(envs: Sequence[Env | None]) -> Env | None:
     out = dict(live[0])
     for env in live[1:]:
         for name, val in env.items():
-            out[name] = join(out[name], val) if name in out else val
+            current = out.get(name)
+            if current is None:
+                out[name] = val
+            elif current is not val:  # most names are untouched by the branches being joined
+                out[name] = join(current, val)
     return out
 
 
