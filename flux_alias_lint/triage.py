@@ -94,8 +94,14 @@ def reduce_source(text: str) -> Reduced | None:
             and _flow_may_find(unit, imports)
         ):
             kept.append((first, last, unit.col_offset))
-    if "lambda" in text and "lambda" in _outside(lines, spans) and _lambda_outside_units_may_find(tree, units, imports):
-        return None
+    if "lambda" in text and "lambda" in _outside(lines, spans):
+        # A lambda outside every def is a function to the analysis too: keep the statement holding it.
+        for statement, function in _lambdas_outside_units(tree.body):
+            if _flow_may_find(function, imports):
+                if statement is None:
+                    return None  # in a compound statement's header, which cannot be kept alone
+                kept.append((statement.lineno, statement.end_lineno or statement.lineno, statement.col_offset))
+        kept = sorted(set(kept))
     if not kept:
         return NOTHING
     import_spans = [
@@ -180,20 +186,33 @@ def _outside(lines: list[str], spans: list[tuple[int, int]]) -> str:
     return "".join(pieces) + "".join(lines[previous:])
 
 
-def _lambda_outside_units_may_find(
-    tree: ast.Module, units: list[ast.FunctionDef | ast.AsyncFunctionDef], imports: frozenset[tuple[str, str]]
-) -> bool:
-    """A lambda at module or class level (a dataclass field's `default_factory`) is a function to the analysis."""
-    inside = {id(unit) for unit in units}
-    stack: list[ast.AST] = [tree]
+def _lambdas_outside_units(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt | None, ast.Lambda]]:
+    """Every lambda outside every def (a dataclass field's `default_factory`, `f = lambda ...`), with the
+    simple statement holding it; None when it is in the header of a compound statement (`if`, `class`)."""
+    for node in body:
+        if isinstance(node, _FUNCTIONS):
+            continue
+        blocks = [field for field in _BLOCK_FIELDS if hasattr(node, field)]
+        if not blocks:
+            for function in _lambdas_in(node):
+                yield node, function
+            continue
+        for field, value in ast.iter_fields(node):
+            if field not in blocks:
+                for function in _lambdas_in(value):
+                    yield None, function
+        for field in blocks:
+            yield from _lambdas_outside_units(getattr(node, field))
+
+
+def _lambdas_in(value: object) -> Iterator[ast.Lambda]:
+    stack = list(value) if isinstance(value, list) else [value]
     while stack:
         node = stack.pop()
-        if id(node) in inside:
-            continue
-        if isinstance(node, ast.Lambda) and _flow_may_find(node, imports):
-            return True
-        stack.extend(ast.iter_child_nodes(node))
-    return False
+        if isinstance(node, ast.Lambda):
+            yield node  # the flow over it sees the lambdas inside it
+        elif isinstance(node, ast.AST):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:

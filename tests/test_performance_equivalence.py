@@ -204,6 +204,11 @@ ADVERSARIAL = {
         "while 1:\n    pass\nimport torch as th\ndef f(x):\n    return x, {'a': th.detach(x)}\n"
     ),
     "class_dead_branch": "class A:\n    if 0:\n        def f(self, x):\n            return x, {'a': x.detach()}\n",
+    "class_lambda": "class A:\n    x = 1\n    f = lambda self, y: (y, {'a': y.detach()})\n",
+    "lambda_in_if_header": "if (lambda y: (y, {'a': y.detach()})):\n    pass\n",
+    "lambda_after_semicolon": "import torch; f = lambda y: (y, {'a': torch.detach(y)})\n",
+    "lambda_in_block": "import sys\nif sys:\n    f = lambda y: (y, {'a': y.data})\nelse:\n    g = 1\n",
+    "lambda_beside_if": "if 1: f = lambda y: (y, {'a': y.data})\n",
     "docstring_col0": 'def f(x):\n    """\ndef g(y):\n    return y, {}\n"""\n    return x, {"a": x.detach()}\n',
 }
 
