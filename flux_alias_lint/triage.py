@@ -1,6 +1,6 @@
 """Skip, before libcst ever sees it, the code that provably cannot produce a finding.
 
-libcst parses ~5k lines a second, CPython's `ast` ~250k: on a training repository, where a few
+libcst parses ~5k lines a second, CPython's `ast` ~300k: on a training repository, where a few
 hundred lines out of half a million are loss functions, parsing everything with libcst is nearly
 all of a cold run. The analysis stays the source of truth; this module only decides which *units*
 it needs to see. A unit is a function defined at module or class level (in any block there): the
@@ -14,7 +14,8 @@ Three filters, each an over-approximation of the analysis in `analysis.py`:
    reports the error exactly as before).
 2. Per unit, its text must hold `return` or `lambda` and a way to make a dict: `{`, `[` (a
    subscript store, which the analysis turns into a dict when the owner held a number or None),
-   or the name of a mapping constructor (`dict`, `OrderedDict`, `defaultdict`, an alias of one).
+   or the name of a mapping constructor (`dict`, `OrderedDict`, `defaultdict`, an alias of one);
+   and some `return` must have a shape that can fit (`_some_return_may_fit`).
 3. Per surviving unit, a flow-insensitive pass over its `ast` mirroring how the analysis builds
    and moves containers (`_Flow`), asking whether some `return` (or lambda body) can be a 2- or
    3-element sequence whose last element is a dict.
@@ -22,8 +23,8 @@ Three filters, each an over-approximation of the analysis in `analysis.py`:
 The units that survive and the module's imports are handed to libcst alone, each line with the
 number it has in the file, so columns are unchanged and lines map back. A unit nested in a class
 or block gets an `if 1:` line above it (the analysis treats both the same: an empty environment).
-A lambda outside every unit that may find cannot be cut out as whole lines: the file is then
-analysed whole.
+A lambda outside every def is a function to the analysis too: the simple statement holding it is
+kept like a unit (in a compound statement's header, it cannot be cut out: the file goes whole).
 
 When `analysis.py` learns a new way to make or move a container, `_Flow` must learn it too:
 `tests/test_performance_equivalence.py` compares triage against the full analysis on the fixtures
