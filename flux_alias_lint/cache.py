@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.metadata
 import json
 import os
 import sys
@@ -54,6 +53,8 @@ def _build_fingerprint() -> str:
 
     The interpreter and libcst are in it too: which syntax a file may use depends on both.
     """
+    import importlib.metadata  # lazy: ~20 ms, and a run without the cache never needs it
+
     package = Path(__file__).parent
     h = hashlib.blake2b(f"{__version__} {sys.version} {importlib.metadata.version('libcst')}".encode(), digest_size=16)
     for module in sorted(package.glob("*.py")):

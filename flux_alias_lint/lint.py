@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -15,7 +17,7 @@ from .noqa import is_suppressed, parse_suppressions
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
-from .triage import NOTHING, reduce_source
+from .triage import reduce_source
 
 _RELATION = {
     "FAL001": "is a detached alias of",
@@ -44,14 +46,55 @@ class Located:
 def locate(
     source: SourceFile, selection: Selection, noqa: bool = True, module: cst.Module | None = None
 ) -> list[Located]:
-    """Findings with their edits; pass `module` (parsed from `source`) to relate findings to its nodes."""
-    parse_from, lines = source, None
-    if module is None:
-        reduced = reduce_source(source.text)
-        if reduced is NOTHING:
-            return []  # no unit can have a finding: libcst need not see this file at all
-        if reduced is not None:
-            parse_from, lines = dataclasses.replace(source, text=reduced.text), reduced.lines
+    """Findings with their edits and the nodes they came from; pass `module` (parsed from `source`)
+    to relate findings to its nodes."""
+    return sorted(_collect(source, selection, noqa, module, lambda item: item), key=lambda item: item.finding)
+
+
+def _findings(source: SourceFile, selection: Selection, noqa: bool = True) -> list[tuple[Finding, Edit | None]]:
+    """`locate` without the nodes, so that each piece's libcst tree is freed before the next is parsed."""
+    return sorted(_collect(source, selection, noqa, None, lambda item: (item.finding, item.edit)), key=lambda p: p[0])
+
+
+T = TypeVar("T")
+
+
+def _collect(
+    source: SourceFile, selection: Selection, noqa: bool, module: cst.Module | None, keep: Callable[[Located], T]
+) -> list[T]:
+    found: list[T] = []
+    try:
+        for parse_from, given, lines in _pieces(source, module):
+            found += map(keep, _analyze_piece(source, selection, noqa, parse_from, given, lines))
+    except _PieceRejected:
+        found = list(map(keep, _analyze_piece(source, selection, noqa, source, None, None)))
+    return found
+
+
+class _PieceRejected(Exception):
+    """libcst rejects a piece of the triaged text but not the whole file: analyse the whole file."""
+
+
+def _pieces(
+    source: SourceFile, module: cst.Module | None
+) -> Iterator[tuple[SourceFile, cst.Module | None, tuple[int, ...] | None]]:
+    """What to parse (or the given module), and where each of its lines is in `source` (None: the same)."""
+    pieces = reduce_source(source.text) if module is None else None
+    if pieces is None:
+        yield source, module, None
+        return
+    for reduced in pieces:  # none at all: no unit can have a finding, libcst need not see the file
+        yield dataclasses.replace(source, text=reduced.text), None, reduced.lines
+
+
+def _analyze_piece(
+    source: SourceFile,
+    selection: Selection,
+    noqa: bool,
+    parse_from: SourceFile,
+    module: cst.Module | None,
+    lines: tuple[int, ...] | None,
+) -> list[Located]:
     depth = nesting_depth(parse_from)
     try:
         return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from, lines)
@@ -74,7 +117,8 @@ def _analyze_parsed(
         except SourceError:
             if parse_from is source:
                 raise
-            module, lines = parse(source), None  # libcst rejects a kept unit: the error to report is the whole file's
+            parse(source)  # libcst rejects a kept unit: the error to report is the whole file's
+            raise _PieceRejected from None
     raws = analyze_module(module)
     if not raws:
         return []
@@ -115,7 +159,6 @@ def _analyze_parsed(
             fix_after=edit.after if edit else "",
         )
         located.append(Located(finding, edit, raw))
-    located.sort(key=lambda item: item.finding)
     return located
 
 
@@ -132,7 +175,7 @@ def check_source(
 
     `noqa=False` reports suppressed findings too, for a host (flake8) that applies `# noqa` itself.
     """
-    return [item.finding for item in locate(_as_source(source, path), selection, noqa)]
+    return [finding for finding, _ in _findings(_as_source(source, path), selection, noqa)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,21 +192,20 @@ class FixResult:
 def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> FixResult:
     """Fix every fixable finding; refuses (SourceError) a result that changes anything but the
     inserted copies, or that does not parse back."""
-    before = locate(source, selection)
-    edits = select_edits(item.edit for item in before if item.edit is not None)
+    before = _findings(source, selection)
+    edits = select_edits(edit for _, edit in before if edit is not None)
     if not edits:
-        return FixResult(source.text, (), [item.finding for item in before])
+        return FixResult(source.text, (), [finding for finding, _ in before])
     text = apply_edits(source.text, edits)
     problem = unexplained_change(source.text, text, edits)
     if problem is not None:
         raise SourceError(source.path, f"fix refused, {problem}")
     try:
-        after = locate(dataclasses.replace(source, text=text), selection)
+        remaining = [finding for finding, _ in _findings(dataclasses.replace(source, text=text), selection)]
     except SourceError as exc:
         raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
-    remaining = [item.finding for item in after]
     # Positions move with the edits, so what was fixed is counted per rule, not matched finding by finding.
-    fixed = collections.Counter(item.finding.code for item in before) - collections.Counter(f.code for f in remaining)
+    fixed = collections.Counter(finding.code for finding, _ in before) - collections.Counter(f.code for f in remaining)
     return FixResult(text, tuple(sorted(fixed.elements())), remaining)
 
 

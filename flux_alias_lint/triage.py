@@ -63,11 +63,14 @@ class Reduced:
     lines: tuple[int, ...]  # 1-based, one per line of `text`
 
 
-NOTHING = Reduced("", ())  # no unit can have a finding: libcst need not see the file at all
+# Kept lines per piece handed to libcst: its tree takes ~30 kB a line, so a generated module of
+# thousands of loss functions is analysed piece by piece in bounded memory (units are independent).
+PIECE_LINES = 2_000
 
 
-def reduce_source(text: str) -> Reduced | None:
-    """The units of `text` that may have a finding, with the module's imports; None: all of `text`."""
+def reduce_source(text: str) -> list[Reduced] | None:
+    """The units of `text` that may have a finding, in pieces of about `PIECE_LINES` lines, each
+    with the module's imports. None: all of `text` must be analysed; []: none of it."""
     if not ENABLED:
         return None
     with warnings.catch_warnings():
@@ -75,7 +78,7 @@ def reduce_source(text: str) -> Reduced | None:
         try:
             if "return" not in text and "lambda" not in text:
                 compile(text, "<triage>", "exec", dont_inherit=True)  # validated, without building a tree
-                return NOTHING
+                return []
             tree = ast.parse(text)
         except _PARSE_ERRORS:
             return None
@@ -103,14 +106,32 @@ def reduce_source(text: str) -> Reduced | None:
                     return None  # in a compound statement's header, which cannot be kept alone
                 kept.append((statement.lineno, statement.end_lineno or statement.lineno, statement.col_offset))
         kept = sorted(set(kept))
-    if not kept:
-        return NOTHING
     import_spans = [
         (node.lineno, node.end_lineno or node.lineno)
         for node in tree.body
         if isinstance(node, (ast.Import, ast.ImportFrom))
     ]
-    return _reduce(lines, kept, import_spans)
+    pieces = []
+    for group in _groups(kept):
+        reduced = _reduce(lines, group, import_spans)
+        if reduced is None:
+            return None
+        pieces.append(reduced)
+    return pieces
+
+
+def _groups(kept: list[tuple[int, int, int]]) -> Iterator[list[tuple[int, int, int]]]:
+    """Consecutive kept spans, about `PIECE_LINES` lines a group (a longer unit is a group alone)."""
+    group: list[tuple[int, int, int]] = []
+    size = 0
+    for span in sorted(kept):
+        if group and size + span[1] - span[0] + 1 > PIECE_LINES:
+            yield group
+            group, size = [], 0
+        group.append(span)
+        size += span[1] - span[0] + 1
+    if group:
+        yield group
 
 
 def source_lines(text: str) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import synthetic_corpus
 
-from flux_alias_lint import check_source, fix_source, parallel, triage
+from flux_alias_lint import check_source, fix_source, lint, parallel, triage
 from flux_alias_lint.cache import Cache
 from flux_alias_lint.cli import main
 from flux_alias_lint.runner import FileResult
@@ -252,7 +252,7 @@ def test_reduced_text_keeps_columns_and_maps_lines_back() -> None:
         "import torch as th\nx = 1\n\n\nclass A:\n    y = 2\n\n    def loss(self, out):\n"
         "        return out, {'a': out.detach()}\n\n    def other(self):\n        return 1\n"
     )
-    reduced = triage.reduce_source(text)
+    [reduced] = triage.reduce_source(text) or [None]
     assert reduced is not None
     assert reduced.text.splitlines() == [
         "import torch as th",
@@ -269,7 +269,7 @@ def test_reduced_text_keeps_columns_and_maps_lines_back() -> None:
     )
     [finding] = check_source(text)
     assert (finding.line, finding.column) == (9, 27)
-    assert triage.reduce_source("def f(x):\n    return x + 1\n") is triage.NOTHING
+    assert triage.reduce_source("def f(x):\n    return x + 1\n") == []
     assert triage.reduce_source("def f(:\n") is None
 
 
@@ -277,9 +277,32 @@ def test_lines_are_numbered_as_python_numbers_them() -> None:
     """A form feed or U+2028 inside a line must not shift the lines kept after it."""
     for odd in ("\x0c", "\u2028", "\x85"):
         text = f"def g():\n    s = 'a{odd}b'\n    return s\n\n\ndef f(x):\n    return x, {{'a': x.detach()}}\n"
-        reduced = triage.reduce_source(text)
-        assert reduced is not None and reduced.lines == (6, 7), odd
+        assert [reduced.lines for reduced in triage.reduce_source(text) or ()] == [(6, 7)], odd
         assert [f.line for f in check_source(text)] == [7]
+
+
+def test_many_units_go_to_libcst_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces bound libcst's memory on generated modules; findings and fixes are the same."""
+    function = "def loss_{i}(out):\n    return out, {{'a': out.detach(), 'b': out.data}}\n\n\n"
+    text = "import torch\n\n" + "".join(function.format(i=i) for i in range(40))
+    monkeypatch.setattr(triage, "PIECE_LINES", 10)
+    pieces = triage.reduce_source(text) or []
+    assert len(pieces) == 8 and all(piece.text.startswith("import torch\n") for piece in pieces)
+    assert len(check_source(text)) == 80
+    assert _findings(text, True, monkeypatch) == _findings(text, False, monkeypatch)
+
+
+def test_a_piece_libcst_rejects_means_the_whole_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_parse = lint.parse
+
+    def reject_pieces(source):  # type: ignore[no-untyped-def]
+        if source.text != text:
+            raise SourceError(source.path, "rejected")
+        return real_parse(source)
+
+    text = "import torch\n\ndef f(out):\n    return out, {'a': out.detach()}\n\ndef g():\n    return 1\n"
+    monkeypatch.setattr(lint, "parse", reject_pieces)
+    assert [f.line for f in check_source(text)] == [4]
 
 
 def test_triage_mirrors_the_analysis_it_approximates() -> None:
