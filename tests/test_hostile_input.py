@@ -135,9 +135,8 @@ def test_explicit_directory_named_like_a_file_is_walked(tmp_path: Path) -> None:
 
 
 def test_generated_big_file_finishes(tmp_path: Path) -> None:
-    # Like a generated table module: one big literal, then a loss function. Half a megabyte keeps the suite
-    # fast (libcst's parse and positions are about 40 s per 1 MB on a busy 2-core box);
-    # FLUX_ALIAS_LINT_BIG_MB=5 runs the full 5 MB case (about 200 s there with --fix).
+    # Like a generated table module: one big literal, then a loss function; triage keeps libcst away
+    # from the table. FLUX_ALIAS_LINT_BIG_MB=5 runs the full 5 MB case (about 4 s with --fix).
     megabytes = float(os.environ.get("FLUX_ALIAS_LINT_BIG_MB", "0.5"))
     rows = "".join(f"    ({i}, {i * 0.5!r}, 'name_{i}'),\n" for i in range(int(megabytes * 40_000)))
     text = f"TABLE = [\n{rows}]\n\n{BUG}"
