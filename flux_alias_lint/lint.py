@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .analysis import RawFinding, analyze_module
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .noqa import is_suppressed, parse_suppressions
+from .positions import node_spans
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
@@ -122,34 +122,29 @@ def _analyze_parsed(
     raws = analyze_module(module)
     if not raws:
         return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    spans = node_spans(module)
     suppressions = parse_suppressions(source.text) if noqa else {}
     offsets = line_offsets(source.text)
     located = []
     for raw in raws:
         if not selection.enabled(raw.code):
             continue
-        span = positions[raw.entry]
-        start_line, end_line = (
-            (lines[span.start.line - 1], lines[span.end.line - 1]) if lines else (span.start.line, span.end.line)
-        )
+        (start_line, start_column), (end_line, end_column) = spans[raw.entry]
+        if lines:  # a triaged piece: its lines are elsewhere in the file
+            start_line, end_line = lines[start_line - 1], lines[end_line - 1]
         if is_suppressed(suppressions, raw.code, (start_line, end_line)):
             continue
         edit = None
         if raw.fixable:
             edit = make_edit(
-                offsets,
-                (start_line, span.start.column),
-                (end_line, span.end.column),
-                type(raw.entry).__name__,
-                raw.detached,
+                offsets, (start_line, start_column), (end_line, end_column), type(raw.entry).__name__, raw.detached
             )
         finding = Finding(
             path=source.path,
             line=start_line,
-            column=span.start.column + 1,
+            column=start_column + 1,
             end_line=end_line,
-            end_column=span.end.column + 1,
+            end_column=end_column + 1,
             code=raw.code,
             message=_message(raw, module.code_for_node(raw.entry)),
             fixable=raw.fixable,

@@ -1,0 +1,43 @@
+"""`positions.node_spans` must say what libcst's `PositionProvider` says, for every node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from flux_alias_lint import positions
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted(ROOT.glob("fixtures/**/*.py")) + sorted((ROOT / "flux_alias_lint").glob("*.py"))
+ODD = {
+    "crlf": "def f(x):\r\n    return x, {'a': (x\r\n        .detach())}\r\n",
+    "cr": "def f(x):\r    return x, {'a': x.data}\r",
+    "tabs_and_continuation": "def f(x):\n\tr = x + \\\n\t\t1\n\treturn x, {'a': r}\n",
+    "no_final_newline": "x = (1,\n 2)",
+    "strings": 'def f(x):\n    s = """a\nb"""\n    return x, {s: f"{x!r:>{3}}"}\n',
+}
+
+
+def _provider(module: cst.Module) -> dict[cst.CSTNode, positions.Span]:
+    ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {node: ((r.start.line, r.start.column), (r.end.line, r.end.column)) for node, r in ranges.items()}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [p.read_text(encoding="utf-8", errors="replace") for p in SOURCES] + list(ODD.values()),
+    ids=[str(p.relative_to(ROOT)) for p in SOURCES] + list(ODD),
+)
+def test_spans_are_the_providers(text: str) -> None:
+    module = cst.parse_module(text)
+    assert positions.node_spans(module) == _provider(module)
+
+
+def test_a_codegen_that_loses_its_place_falls_back_to_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If libcst ever adds text without the hooks moving the position, the end check catches it."""
+    module = cst.parse_module("def f(x):\n    return x, {'a': x.detach()}\n")
+    monkeypatch.setattr(positions._SpanState, "_advance", lambda self, value: None)
+    assert positions.node_spans(module) == _provider(module)
