@@ -26,6 +26,9 @@ or block gets an `if 1:` line above it (the analysis treats both the same: an em
 A lambda outside every def is a function to the analysis too: the simple statement holding it is
 kept like a unit (in a compound statement's header, it cannot be cut out: the file goes whole).
 
+Only CPython's verdict on a whole file is kept: what libcst alone would refuse (its parser's
+limits, nesting over 10,000 levels) is reported only where libcst has to read it.
+
 When `analysis.py` learns a new way to make or move a container, `_Flow` must learn it too:
 `tests/test_performance_equivalence.py` compares triage against the full analysis on the fixtures
 and a generated corpus, and pins the analysis' expression handlers.
@@ -97,20 +100,21 @@ def reduce_source(text: str) -> list[Reduced] | None:
             and ("lambda" in span or _some_return_may_fit(unit.body))
             and _flow_may_find(unit, imports)
         ):
+            if not _alone(lines, unit):
+                return None
             kept.append((first, last, unit.col_offset))
     if "lambda" in text and "lambda" in _outside(lines, spans):
         # A lambda outside every def is a function to the analysis too: keep the statement holding it.
         for statement, function in _lambdas_outside_units(tree.body):
             if _flow_may_find(function, imports):
-                if statement is None:
-                    return None  # in a compound statement's header, which cannot be kept alone
+                if statement is None or not _alone(lines, statement):
+                    return None  # in a compound statement's header, or sharing its lines: it cannot be cut out
                 kept.append((statement.lineno, statement.end_lineno or statement.lineno, statement.col_offset))
         kept = sorted(set(kept))
-    import_spans = [
-        (node.lineno, node.end_lineno or node.lineno)
-        for node in tree.body
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-    ]
+    import_nodes = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    if not all(_alone(lines, node) for node in import_nodes):
+        return None
+    import_spans = [(node.lineno, node.end_lineno or node.lineno) for node in import_nodes]
     pieces = []
     for group in _groups(kept):
         reduced = _reduce(lines, group, import_spans)
@@ -154,6 +158,15 @@ def _units(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunction
 def _first_line(unit: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """A decorated def starts at its first decorator."""
     return min([unit.lineno, *(decorator.lineno for decorator in unit.decorator_list)])
+
+
+def _alone(lines: list[str], node: ast.stmt) -> bool:
+    """Whether `node` has its lines to itself (a comment after it aside). Kept lines are joined
+    with other kept lines only, so code sharing a line (`x = 1; f = lambda ...`, the close of a
+    string opened on a dropped line) or a trailing backslash would change what they mean."""
+    before = lines[node.lineno - 1].encode()[: node.col_offset]
+    after = lines[(node.end_lineno or node.lineno) - 1].encode()[node.end_col_offset :].strip()
+    return not before.strip() and (not after or after.startswith(b"#"))
 
 
 def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
@@ -399,6 +412,8 @@ class _Flow:
             new = M if current & M else 0
             if current & S and isinstance(node.op, ast.Add):
                 new |= current | _holding(_elements(value))
+            if current & D and isinstance(node.op, ast.BitOr):  # `report |= {...}`: an update
+                new |= current | (value & H)
             self._bind(node.target, new)
         elif kind in (ast.For, ast.AsyncFor, ast.comprehension):
             self._bind(node.target, _elements(self._eval(node.iter)))
@@ -520,14 +535,14 @@ class _Flow:
                 flags |= D | _holding(arguments)
             elif name in ("list", "tuple"):
                 flags |= S | _holding(_elements(arguments))
-            elif name in ("max", "min"):
-                flags |= arguments
+            elif name in ("max", "min"):  # one of the arguments, or an element of the one argument
+                flags |= arguments | _elements(arguments)
             elif name == "copy.deepcopy":
                 flags |= arguments | M
             elif name == "copy.copy":
-                flags |= arguments & (D | S | H)
-            elif name.startswith("torch."):
-                flags |= arguments & M
+                flags |= arguments
+            elif name.startswith("torch.") and arguments & (M | D | S | H):
+                flags |= M  # an op on a number or a container: a value without storage
         if isinstance(node.func, ast.Attribute):
             method, receiver = node.func.attr, self._eval(node.func.value)
             if receiver & (D | S):  # the analysis' container methods
@@ -539,7 +554,8 @@ class _Flow:
                     flags |= S | _holding(_elements(receiver))
                 else:
                     flags |= M
-            if method in NUMBER_METHODS or method == "tolist" or receiver & M:
+            no_arguments = not node.args and not node.keywords
+            if method in NUMBER_METHODS or method == "tolist" or (method == "type" and no_arguments) or receiver & M:
                 flags |= M
         return flags
 

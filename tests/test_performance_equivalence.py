@@ -209,6 +209,28 @@ ADVERSARIAL = {
     "lambda_after_semicolon": "import torch; f = lambda y: (y, {'a': torch.detach(y)})\n",
     "lambda_in_block": "import sys\nif sys:\n    f = lambda y: (y, {'a': y.data})\nelse:\n    g = 1\n",
     "lambda_beside_if": "if 1: f = lambda y: (y, {'a': y.data})\n",
+    # Found by review: the flow must follow the analysis through these calls and updates.
+    "max_of_one_list": "def f(x):\n    loss = x.sum()\n    return loss, max([{'a': loss.detach()}])\n",
+    "min_of_numbers": "def f(x):\n    loss = x.sum()\n    r = min([1, 2])\n    r['a'] = loss.detach()\n    return loss, r\n",
+    "dict_ior": "def f(x):\n    loss = x.sum()\n    o = {}\n    o |= {'r': {'a': loss.detach()}}\n    return loss, o['r']\n",
+    "torch_op_on_list": (
+        "import torch\ndef f(x):\n    loss = x.sum()\n    r = torch.squeeze([1])\n    r['a'] = loss.detach()\n"
+        "    return loss, r\n"
+    ),
+    "type_string": "def f(x):\n    loss = x.sum()\n    r = loss.type()\n    r['a'] = loss.detach()\n    return loss, r\n",
+    "copy_of_none": (
+        "import copy\ndef f(x):\n    loss = x.sum()\n    r = copy.copy(None)\n    r['a'] = loss.detach()\n"
+        "    return loss, r\n"
+    ),
+    # ... and kept lines must not change meaning once the lines between them are gone.
+    "backslash_then_decorator": (
+        "def f(x):\n    return x, {'a': x.detach()} \\\n\n@staticmethod\ndef g(y):\n    return y, {'a': y.data}\n"
+    ),
+    "string_closed_before_import": (
+        's = """\n"""; import torch as th\ndef f(x):\n    return x, {\'a\': x.detach()}\n'
+        'def h(x):\n    return x, {\'b\': 1}  # """\n'
+    ),
+    "two_lambdas_one_line": "class A:\n    f = lambda y: (y, {'a': y.data}); g = lambda y: (y, {'a': y.data})\n",
     "docstring_col0": 'def f(x):\n    """\ndef g(y):\n    return y, {}\n"""\n    return x, {"a": x.detach()}\n',
 }
 
@@ -290,6 +312,13 @@ def test_many_units_go_to_libcst_in_pieces(monkeypatch: pytest.MonkeyPatch) -> N
     assert len(pieces) == 8 and all(piece.text.startswith("import torch\n") for piece in pieces)
     assert len(check_source(text)) == 80
     assert _findings(text, True, monkeypatch) == _findings(text, False, monkeypatch)
+
+
+def test_pieces_never_share_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(triage, "PIECE_LINES", 1)
+    text = ADVERSARIAL["two_lambdas_one_line"] + "def k(y):\n    return y, {'a': y.data}\n"
+    assert _findings(text, True, monkeypatch) == _findings(text, False, monkeypatch)
+    assert len(check_source(text)) == 3
 
 
 def test_a_piece_libcst_rejects_means_the_whole_file(monkeypatch: pytest.MonkeyPatch) -> None:
