@@ -85,7 +85,7 @@ def reduce_source(text: str) -> list[Reduced] | None:
             tree = ast.parse(text)
         except _PARSE_ERRORS:
             return None
-    lines = source_lines(text)
+    lines = _source_lines(text)
     imports = _module_imports(tree)
     mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
     units = list(_units(tree.body))
@@ -138,7 +138,7 @@ def _groups(kept: list[tuple[int, int, int]]) -> Iterator[list[tuple[int, int, i
         yield group
 
 
-def source_lines(text: str) -> list[str]:
+def _source_lines(text: str) -> list[str]:
     """The lines of `text` as Python numbers them (only \\n, \\r\\n and \\r end one), with their ends."""
     lines = text.splitlines(keepends=True)
     if "\r" not in text and len(lines) == text.count("\n") + (not text.endswith("\n")):
