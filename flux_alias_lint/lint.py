@@ -66,13 +66,17 @@ def _collect(
     try:
         for parse_from, given, lines in _pieces(source, module):
             found += map(keep, _analyze_piece(source, selection, noqa, parse_from, given, lines))
-    except _PieceRejected:
-        found = list(map(keep, _analyze_piece(source, selection, noqa, source, None, None)))
+    except _PieceRejected as rejected:
+        found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None)))
     return found
 
 
 class _PieceRejected(Exception):
     """libcst rejects a piece of the triaged text but not the whole file: analyse the whole file."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.module = module  # the whole file, already parsed
 
 
 def _pieces(
@@ -117,8 +121,8 @@ def _analyze_parsed(
         except SourceError:
             if parse_from is source:
                 raise
-            parse(source)  # libcst rejects a kept unit: the error to report is the whole file's
-            raise _PieceRejected from None
+            # libcst rejects a kept unit: the error to report, if any, is the whole file's.
+            raise _PieceRejected(parse(source)) from None
     raws = analyze_module(module)
     if not raws:
         return []
