@@ -149,8 +149,57 @@ MAPPING_CONSTRUCTORS: frozenset[str] = frozenset(
 )
 
 
+# Methods only a `torch.Tensor` has (numpy, str, list and dict have none of them): a value one of
+# them was called on, or that one of them made, is a tensor in any module. In a module that imports
+# torch, any call or arithmetic on a value that may be a tensor counts too (see `analysis.py`).
+TENSOR_METHODS: frozenset[str] = frozenset(
+    {
+        "backward",
+        "bfloat16",
+        "clone",
+        "contiguous",
+        "cpu",
+        "cuda",
+        "detach",
+        "detach_",
+        "element_size",
+        "expand",
+        "expand_as",
+        "float",
+        "half",
+        "masked_fill",
+        "numel",
+        "requires_grad_",
+        "type_as",
+        "unsqueeze",
+        "view",
+        "view_as",
+    }
+)
+
+
+# Alias-table methods that builtins have too (`str.split`, `dict.values`, `range.index`): no evidence
+# that their receiver is a tensor.
+AMBIGUOUS_METHODS: frozenset[str] = frozenset({"split", "values", "indices", "select", "type"})
+
+
+# Methods that return a numpy array over the tensor's memory (always, on the CPU). The array has no
+# `.clone()`, so the fix copies the tensor before it: `x.detach().cpu().clone().numpy()`.
+ARRAY_METHODS: frozenset[str] = frozenset({"numpy"})
+
+
+def torch_function_alias_kind(name: str) -> AliasKind | None:
+    """The alias ``torch.<name>(x, ...)`` makes of ``x``: the functions above, and the unbound
+    methods ``torch.Tensor.<method>(x, ...)``."""
+    if name.startswith("Tensor."):
+        return method_alias_kind(name.removeprefix("Tensor."))
+    return TORCH_FUNCTIONS.get(name)
+
+
 def method_alias_kind(name: str) -> AliasKind | None:
     """The alias a tensor method call ``x.name(...)`` produces, or ``None`` for a copy."""
+    if name in ARRAY_METHODS:
+        return AliasKind.VIEW
     if name in DETACH_METHODS:
         return AliasKind.DETACH
     if name in VIEW_METHODS:
@@ -169,6 +218,11 @@ def attribute_alias_kind(name: str) -> AliasKind | None:
     if name in VIEW_ATTRIBUTES:
         return AliasKind.VIEW
     return None
+
+
+def is_tensor_method(name: str) -> bool:
+    """Whether only a tensor has this method: `TENSOR_METHODS`, and PyTorch's in-place `mul_`, `div_`, ..."""
+    return name in TENSOR_METHODS or is_inplace_method(name)
 
 
 def is_inplace_method(name: str) -> bool:

@@ -17,21 +17,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import libcst as cst
 
 from .aliasing import (
+    AMBIGUOUS_METHODS,
+    ARRAY_METHODS,
     DTYPE_OF_METHOD,
     MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
     NUMBER_METHODS,
     TORCH_DTYPES,
-    TORCH_FUNCTIONS,
     AliasKind,
     attribute_alias_kind,
+    is_tensor_method,
     method_alias_kind,
+    torch_function_alias_kind,
 )
+from .evidence import Declared, declared, declared_returns_of
+from .library import Definition, Library
 from .rules import CODE_FOR_KIND
 
 # A storage token: a root (an allocation site, a parameter, a free name) plus the
@@ -87,6 +92,10 @@ class Val:
     immutable: bool = False  # provably a Python number/str/None: can never alias
     dtype: str | None = None
     length: int | None = None  # size of dimension 0 where known (`torch.stack([a, b])`): resolves x[-1]
+    # Positive evidence that it may be a tensor: a torch call or tensor-only method made it, a `Tensor`
+    # annotation, or (in a module that imports torch) a call or arithmetic on such a value.
+    tensor: bool = False
+    function: cst.FunctionDef | None = None  # a nested def bound to this name: its calls use its summary
 
     def item(self, key: Key) -> Val:
         if key is not None:
@@ -108,7 +117,7 @@ class Val:
                 items.append((k, v))
         if not found:
             items.append((key, value))
-        return Val(self.aliases, self.container, tuple(items), self.immutable, self.dtype, self.length)
+        return dataclasses.replace(self, items=tuple(items))
 
     def entered_at(self, node: cst.BaseExpression) -> Val:
         """The same value, now passed through ``node`` (its top-level aliases only)."""
@@ -116,7 +125,9 @@ class Val:
             return self
         # Constructors, not dataclasses.replace: this runs for every name read.
         aliases = frozenset(Alias(a.token, a.ops, node, True) for a in self.aliases)
-        return Val(aliases, self.container, self.items, self.immutable, self.dtype, self.length)
+        return Val(
+            aliases, self.container, self.items, self.immutable, self.dtype, self.length, self.tensor, self.function
+        )
 
 
 IMMUTABLE = Val(immutable=True)
@@ -135,6 +146,8 @@ def join(a: Val, b: Val) -> Val:
         immutable=a.immutable and b.immutable,
         dtype=a.dtype if a.dtype == b.dtype else None,
         length=a.length if a.length == b.length else None,
+        tensor=a.tensor or b.tensor,
+        function=a.function if a.function is b.function else None,
     )
 
 
@@ -164,6 +177,25 @@ def join_envs(envs: Sequence[Env | None]) -> Env | None:
 
 
 @dataclasses.dataclass(frozen=True)
+class Summary:
+    """What a call of `node` gives, in terms of its parameters' storage tokens, and what it leaves in
+    the names rooted at its parameters (`report` after `report[k] = v`, `self.last`)."""
+
+    params: tuple[str, ...]
+    node: cst.FunctionDef
+    returns: Val
+    effects: dict[str, Val]
+
+
+# Methods that mutate the container they are called on.
+_ENTRY_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault"})
+# Methods that show a helper's parameter is a container, not a tensor.
+_MAPPING_METHODS = _ENTRY_MUTATORS | {"get", "items", "values"}
+# Library functions summarised inside one another, at most: deeper calls are unknown calls.
+_MAX_SUMMARY_DEPTH = 4
+
+
+@dataclasses.dataclass(frozen=True)
 class RawFinding:
     """A finding before positions, noqa and selection are applied."""
 
@@ -174,6 +206,9 @@ class RawFinding:
     detached: bool  # the flagged value already went through a detach: the fix is `.clone()` alone
     fixable: bool
     function: cst.FunctionDef | cst.Lambda  # the loss function whose return this is
+    # Only a finding if the function is known to be called by Megatron or an in-place caller: the
+    # report is not a dict, or nothing shows the loss is a tensor.
+    proof_needed: bool = False
 
 
 def render_path(path: Sequence[Key]) -> str:
@@ -261,11 +296,29 @@ class _Loop:
 
 
 class ModuleAnalysis:
-    """Runs the abstract interpreter over every function of one module."""
+    """Runs the abstract interpreter over every function of one module.
 
-    def __init__(self, module: cst.Module) -> None:
+    `library`: the whole file's functions (`module` may hold only the units the triage kept), for the
+    summaries of the functions it calls and what their return annotations declare. `imports`: the
+    module's imports, when `module` is one function parsed alone."""
+
+    def __init__(
+        self, module: cst.Module, library: Library | None = None, imports: Mapping[str, str] | None = None
+    ) -> None:
         self.module = module
-        self.imports = self._module_imports(module)
+        self.imports = dict(imports) if imports is not None else self._module_imports(module)
+        self.library = library
+        self._summaries: dict[int, Summary | None] = {}  # by id of the def; None while being computed
+        # While summarising: the def whose returns are collected, and what they returned with their envs.
+        self._summarising: cst.FunctionDef | None = None
+        self._collected: list[tuple[Val, Env]] = []
+        self._summary_stack: list[int] = []  # the library functions being summarised, outermost first
+        # Where a call's result is unknown, a module that imports torch makes it a possible tensor.
+        self.torch_module = any(q == "torch" or q.startswith("torch.") for q in self.imports.values())
+        self.returns = library.returns() if library is not None else declared_returns_of(module.code)
+        # Storages a tensor-only method or a torch function was applied to somewhere: `x.detach()`
+        # anywhere in a function is evidence that `x` is a tensor everywhere in it.
+        self._tensor_tokens: set[Token] = set()
         self.findings: dict[tuple[int, str], RawFinding] = {}
         self._analyzed: set[int] = set()
         self._loops: list[_Loop] = []
@@ -318,14 +371,22 @@ class ModuleAnalysis:
 
     # ---- functions ----------------------------------------------------------------
 
+    def _bind_parameters(self, node: cst.FunctionDef | cst.Lambda, env: Env) -> list[str]:
+        names = []
+        for param in _parameters(node.params):
+            kind = self._declared(param.annotation)
+            if kind is Declared.IMMUTABLE:
+                env[param.name.value] = IMMUTABLE
+            else:
+                alias = Alias(("param", id(node), param.name.value))
+                env[param.name.value] = Val(frozenset({alias}), tensor=kind is Declared.TENSOR)
+            names.append(param.name.value)
+        return names
+
     def _analyze_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env) -> None:
         self._analyzed.add(id(node))
         env: Env = dict(closure)
-        for param in _parameters(node.params):
-            if _immutable_annotation(param.annotation):
-                env[param.name.value] = IMMUTABLE
-            else:
-                env[param.name.value] = Val(frozenset({Alias(("param", id(node), param.name.value))}))
+        self._bind_parameters(node, env)
         self._functions.append(node)
         if isinstance(node, cst.Lambda):
             self._check_return(self._eval(node.body, env), node.body)
@@ -342,12 +403,16 @@ class ModuleAnalysis:
         if keys not in ([0, 1], [0, 1, 2]):
             return
         backprop, report = val.item(0), val.item(keys[-1])
-        if report.container != "dict" or backprop.immutable or not backprop.aliases:
+        if backprop.immutable or not backprop.aliases:
             return
+        # Without a dict report or evidence that the loss is a tensor, only a caller known to
+        # rescale it (the project index's context, applied in lint.py) makes this a finding:
+        # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
+        proof_needed = report.container != "dict" or not self._may_be_tensor(backprop)
         backprop_src = self._backprop_source(node, backprop)
         for path, leaf in _leaves(report):
-            if not path:
-                continue  # the report mapping itself is never rescaled, only what it holds
+            if not path and report.container:
+                continue  # a report container itself is never rescaled, only what it holds
             for alias in leaf.aliases:
                 hits = [b for b in backprop.aliases if _overlap(alias, b)]
                 if not hits or alias.entry is None:
@@ -363,9 +428,16 @@ class ModuleAnalysis:
                     alias.detached,
                     alias.fixable,
                     self._functions[-1],
+                    proof_needed,
                 )
-                if old is None or old.code < finding.code:
-                    self.findings[key] = finding
+                if old is not None:
+                    code = max(old.code, finding.code)
+                    finding = dataclasses.replace(old, code=code, proof_needed=old.proof_needed and proof_needed)
+                self.findings[key] = finding
+
+    def _may_be_tensor(self, val: Val) -> bool:
+        """Positive evidence that `val` can be a tensor (see `Val.tensor`), or that a torch operation took it."""
+        return val.tensor or any(a.token in self._tensor_tokens for a in val.aliases)
 
     def _backprop_source(self, node: cst.BaseExpression | None, backprop: Val) -> str:
         """How the message names the backprop tensor: as written in the return, else where it was last passed."""
@@ -429,7 +501,7 @@ class ModuleAnalysis:
             return self._exec_suite(stmt.body, env)
         if isinstance(stmt, cst.FunctionDef):
             self._analyze_function(stmt, env)
-            env[stmt.name.value] = IMMUTABLE
+            env[stmt.name.value] = Val(immutable=True, function=stmt)
             return env
         if isinstance(stmt, cst.ClassDef):
             for inner in _functions_in(stmt)[1]:
@@ -502,7 +574,10 @@ class ModuleAnalysis:
     def _exec_small(self, small: cst.BaseSmallStatement, env: Env) -> Env | None:
         if isinstance(small, cst.Return):
             val = self._eval(small.value, env) if small.value is not None else IMMUTABLE
-            self._check_return(val, small.value)
+            if self._summarising is not None and self._functions[-1] is self._summarising:
+                self._collected.append((val, dict(env)))
+            else:
+                self._check_return(val, small.value)
             return None
         if isinstance(small, cst.Raise):
             if small.exc is not None:
@@ -604,6 +679,8 @@ class ModuleAnalysis:
         current = env.get(owner)
         index = target.slice[0].slice
         key = _constant_index(index.value) if isinstance(index, cst.Index) else None
+        if current is not None and not current.container and self._is_summarised_parameter(current):
+            current = _as_mapping(current)
         if current is None or (current.container is None and current.aliases):
             return
         base = current if current.container else dataclasses.replace(current, container="dict")
@@ -622,16 +699,18 @@ class ModuleAnalysis:
             # Iterating a tensor yields views of it (unbind); unpacking an opaque call result
             # (`loss, report = f()`) yields distinct objects: position `index` is its own storage.
             op = Op(AliasKind.VIEW, "[i]" if index is None else f"[{index}]", unpacked=index is not None)
-            return Val(frozenset(a.derive(op, node, index, fixable=False) for a in val.aliases), dtype=val.dtype)
+            aliases = frozenset(a.derive(op, node, index, fixable=False) for a in val.aliases)
+            return Val(aliases, dtype=val.dtype, tensor=val.tensor)
         return Val(immutable=val.immutable)
 
     # ---- expressions --------------------------------------------------------------
 
-    def _fresh(self, node: cst.CSTNode, dtype: str | None = None) -> Val:
-        """A new tensor allocated at `node` (a copy, an arithmetic result, an unknown call)."""
+    def _fresh(self, node: cst.CSTNode, dtype: str | None = None, tensor: bool = False) -> Val:
+        """A new value allocated at `node` (a copy, an arithmetic result, an unknown call); `tensor`:
+        there is evidence that it is a tensor."""
         # Tagged with the loop passes it happens in: what one iteration allocates is never the
         # object the next iteration allocates at the same place.
-        return Val(frozenset({Alias(("site", id(node), self._passes), (), node)}), dtype=dtype)
+        return Val(frozenset({Alias(("site", id(node), self._passes), (), node)}), dtype=dtype, tensor=tensor)
 
     def _eval(self, node: cst.BaseExpression, env: Env) -> Val:
         method = getattr(self, "_eval_" + type(node).__name__, None)
@@ -660,10 +739,13 @@ class ModuleAnalysis:
             return env[dotted].entered_at(node)
         base = self._eval(node.value, env)
         kind = attribute_alias_kind(node.attr.value)
+        if kind is not None and self.torch_module:  # `.data`, `.T` in a torch module: a tensor's
+            self._tensor_tokens.update(a.token for a in base.aliases)
         if kind is not None and base.aliases:
             op = Op(kind, "." + node.attr.value)
             length = base.length if kind is AliasKind.DETACH else None
-            return Val(frozenset(a.derive(op, node) for a in base.aliases), dtype=base.dtype, length=length)
+            aliases = frozenset(a.derive(op, node) for a in base.aliases)
+            return Val(aliases, dtype=base.dtype, length=length, tensor=base.tensor)
         if dotted is not None:
             return Val(frozenset({Alias(("free", dotted), (), node)}))
         return self._fresh(node)
@@ -678,6 +760,10 @@ class ModuleAnalysis:
             return base.item(key).entered_at(node) if base.items else Val()
         if not base.aliases:
             return Val(immutable=base.immutable)
+        if len(indices) == 1 and isinstance(indices[0][0], str):
+            # `batch["labels"]`: a lookup in a mapping, never a view of a tensor. The same key read
+            # twice is the same object; it shares nothing with the mapping itself.
+            return Val(frozenset(Alias(("item", a.token, indices[0][0]), (), node) for a in base.aliases))
         if all(kind in ("const", "basic") for _, kind in indices):
             consts = [key for key, kind in indices if kind == "const" and isinstance(key, int)]
             # A single constant index narrows the storage (x[0] and x[1] are disjoint). A negative
@@ -686,8 +772,9 @@ class ModuleAnalysis:
             if index is not None and index < 0:
                 index = index + base.length if base.length is not None and index + base.length >= 0 else None
             op = Op(AliasKind.VIEW, "[" + ", ".join(self.module.code_for_node(s.slice) for s in node.slice) + "]")
-            return Val(frozenset(a.derive(op, node, index) for a in base.aliases), dtype=base.dtype)
-        return self._fresh(node, base.dtype)  # advanced indexing copies
+            aliases = frozenset(a.derive(op, node, index) for a in base.aliases)
+            return Val(aliases, dtype=base.dtype, tensor=base.tensor)
+        return self._fresh(node, base.dtype, tensor=base.tensor)  # advanced indexing copies
 
     def _eval_slice(self, item: cst.BaseSlice, env: Env) -> tuple[Key, str]:
         """Classify one index: a constant, a basic view index, or anything else."""
@@ -753,11 +840,13 @@ class ModuleAnalysis:
         left, right = self._eval(node.left, env), self._eval(node.right, env)
         if left.immutable and right.immutable:
             return IMMUTABLE
-        return self._fresh(node)
+        return self._fresh(node, tensor=left.tensor or right.tensor or self.torch_module)
 
     def _eval_UnaryOperation(self, node: cst.UnaryOperation, env: Env) -> Val:
         val = self._eval(node.expression, env)
-        return IMMUTABLE if val.immutable or isinstance(node.operator, cst.Not) else self._fresh(node)
+        if val.immutable or isinstance(node.operator, cst.Not):
+            return IMMUTABLE
+        return self._fresh(node, tensor=val.tensor)
 
     def _eval_Comparison(self, node: cst.Comparison, env: Env) -> Val:
         self._eval(node.left, env)
@@ -803,12 +892,180 @@ class ModuleAnalysis:
             handled = self._call_function(qualified, node, env)
             if handled is not None:
                 return handled
-        if isinstance(func, cst.Attribute):
+        summarised = self._call_summarised(func, node, env)
+        if summarised is not None:
+            return summarised
+        kind = self._declared_return(func, env)
+        if isinstance(func, cst.Attribute) and kind is None:
             return self._call_method(func, node, env)
         self._eval(func, env)
         for arg in node.args:
             self._eval(arg.value, env)
-        return self._fresh(node)
+        if kind is Declared.IMMUTABLE:
+            return IMMUTABLE
+        return self._fresh(node, tensor=self.torch_module or kind is Declared.TENSOR)
+
+    # ---- summaries: calls of the project's own functions ------------------------------
+
+    def _call_summarised(self, func: cst.BaseExpression, node: cst.Call, env: Env) -> Val | None:
+        """A call of a nested def, a function of this file, a method of `self`, or a function imported
+        from the project: what its summary says (None: not one of those, or no summary)."""
+        receiver: tuple[Val, str | None] | None = None
+        summary: Summary | None = None
+        if isinstance(func, cst.Name) and func.value in env:
+            nested = env[func.value].function
+            if nested is not None:
+                summary = self._summary(nested, env)
+        elif self.library is not None and len(self._summary_stack) < _MAX_SUMMARY_DEPTH:
+            if isinstance(func, cst.Name):
+                definition = self.library.function(func.value)
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                definition = self.library.method(func.attr.value)
+                receiver = (self._eval(func.value, env), "self")
+            else:
+                definition = None
+            if definition is not None:
+                summary = self._library_summary(definition)
+        if summary is None:
+            return None
+        return self._apply_summary(summary, node, receiver, env)
+
+    def _library_summary(self, definition: Definition) -> Summary | None:
+        cache = definition.library.summaries
+        key = id(definition.node)
+        if key not in cache:
+            cache[key] = None  # recursion: a function calling itself gets no summary of itself
+            analysis = ModuleAnalysis(definition.module, definition.library, definition.library.imports())
+            analysis._summary_stack = [*self._summary_stack, key]
+            cache[key] = analysis._summary(definition.node, {})
+        found = cache[key]
+        return found if isinstance(found, Summary) else None
+
+    def _summary(self, node: cst.FunctionDef, closure: Env) -> Summary | None:
+        """How `node`'s return value and its effects on its parameters relate to its parameters."""
+        key = id(node)
+        if key in self._summaries:
+            return self._summaries[key]
+        self._summaries[key] = None  # recursion-safe: a call back into it is an unknown call
+        saved = (self._summarising, self._collected, self._loops, self._paths)
+        self._summarising, self._collected, self._loops, self._paths = node, [], [], 1
+        env: Env = dict(closure)
+        params = self._bind_parameters(node, env)
+        initial = {name: env[name] for name in params}
+        self._functions.append(node)
+        try:
+            end = self._exec_block(node.body.body, env)
+        finally:
+            self._functions.pop()
+            collected = self._collected
+            self._summarising, self._collected, self._loops, self._paths = saved
+        if end is not None:
+            collected.append((IMMUTABLE, end))  # falling off the end returns None
+        if not collected:
+            return None
+        returns = join_all([val for val, _ in collected])
+        final = join_envs([e for _, e in collected]) or {}
+        effects = {
+            name: val
+            for name, val in final.items()
+            if (name in initial and val is not initial[name] and val.items)
+            or ("." in name and name.partition(".")[0] in initial)
+        }
+        summary = Summary(tuple(params), node, returns, effects)
+        self._summaries[key] = summary
+        return summary
+
+    def _apply_summary(
+        self, summary: Summary, node: cst.Call, receiver: tuple[Val, str | None] | None, env: Env
+    ) -> Val:
+        """The call's value, its arguments put in for the summary's parameters; the effects on
+        arguments (`report[k] = ...`, `self.last = ...`) applied to the caller's names."""
+        params = list(summary.params)
+        bound: dict[str, tuple[Val, str | None]] = {}
+        if receiver is not None and params:
+            bound[params.pop(0)] = receiver
+        position = 0
+        for arg in node.args:
+            val = self._eval(arg.value, env)
+            if arg.keyword is not None:
+                bound[arg.keyword.value] = (val, dotted_name(arg.value))
+            elif arg.star == "" and position < len(params):
+                bound[params[position]] = (val, dotted_name(arg.value))
+                position += 1
+        result = self._substitute(summary.returns, bound, node, summary.node, env)
+        for name, effect in summary.effects.items():
+            head, _, rest = name.partition(".")
+            owner = bound.get(head, (None, None))[1]
+            if owner is None:
+                continue
+            new = self._substitute(effect, bound, node, summary.node, env)
+            if rest:
+                env[f"{owner}.{rest}"] = new
+                continue
+            current = env.get(owner)
+            if current is not None and (current.container or not current.aliases):
+                merged = current if current.container else dataclasses.replace(current, container=new.container)
+                for key, item in new.items:
+                    merged = merged.with_item(key, item, strong=False)
+                env[owner] = merged
+        return result
+
+    def _substitute(
+        self, val: Val, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
+    ) -> Val:
+        """A value of the summary in the caller's terms: parameters become the arguments, what the
+        helper allocated becomes an allocation at the call (a new one per call site)."""
+        out = Val(
+            container=val.container,
+            items=tuple((k, self._substitute(v, bound, call, helper, env)) for k, v in val.items),
+            immutable=val.immutable,
+            dtype=val.dtype,
+            length=val.length,
+            tensor=val.tensor,
+        )
+        for alias in val.aliases:
+            out = join(out, self._substitute_alias(alias, bound, call, helper, env))
+        return out
+
+    def _substitute_alias(
+        self, alias: Alias, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
+    ) -> Val:
+        token = alias.token
+        if token[0] == "param" and token[1] == id(helper):
+            base = bound.get(token[2], (Val(), None))[0]
+            suffix = token[3:]
+            if not alias.ops and not suffix:
+                return base  # passed straight through: the caller's own value, where the caller wrote it
+            # The helper took a view or a detach of an argument: the fix copies the argument where the
+            # caller passes it (its entry), since the helper's own code may be shared or out of reach.
+            derived = frozenset(Alias(b.token + suffix, b.ops + alias.ops, b.entry, b.fixable) for b in base.aliases)
+            return Val(derived, tensor=base.tensor or any(op.kind is not AliasKind.VIEW for op in alias.ops))
+        if token[0] == "item":
+            inner = self._substitute_alias(Alias(token[1]), bound, call, helper, env)
+            if inner.container:
+                return inner.item(token[2])
+            return Val(frozenset(Alias(("item", b.token, token[2]), alias.ops) for b in inner.aliases))
+        if token[0] == "free":
+            head, _, rest = token[1].partition(".")
+            owner = bound.get(head, (None, None))[1]
+            if owner is not None and rest and f"{owner}.{rest}" in env:
+                return env[f"{owner}.{rest}"]  # `self.last`, set by the caller before the call
+            if owner is not None and rest:
+                return Val(frozenset({Alias(("free", f"{owner}.{rest}"), alias.ops)}))
+        # Allocated inside the helper (or a global of its module): a new object at each call site,
+        # with no expression in the caller to put a copy after.
+        return Val(frozenset({Alias(("site", id(call), self._passes, token), alias.ops, None, False)}))
+
+    def _declared(self, annotation: cst.Annotation | None) -> Declared | None:
+        return declared(self.module.code_for_node(annotation.annotation)) if annotation is not None else None
+
+    def _declared_return(self, func: cst.BaseExpression, env: Env) -> Declared | None:
+        """What the return annotation of a function of this file says its calls give: `f(...)`, `self.m(...)`."""
+        if isinstance(func, cst.Name) and func.value not in env:
+            return self.returns.get(func.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            return self.returns.get(func.attr.value)
+        return None
 
     def _args(self, node: cst.Call, env: Env) -> tuple[list[Val], dict[str, Val]]:
         positional: list[Val] = []
@@ -833,6 +1090,10 @@ class ModuleAnalysis:
             if not positional:
                 return Val(container="seq")
             return Val(container="seq", items=((None, self._element_of(positional[0], node)),))
+        if name == "zip":  # tuples of one element of each argument
+            positional, _ = self._args(node, env)
+            pair = Val(container="seq", items=tuple((i, self._element_of(v, node)) for i, v in enumerate(positional)))
+            return Val(container="seq", items=((None, pair),))
         if name in ("max", "min"):  # returns one of its arguments (or of its one iterable argument)
             positional, _ = self._args(node, env)
             if len(positional) == 1:
@@ -868,15 +1129,16 @@ class ModuleAnalysis:
     def _call_torch(self, name: str, node: cst.Call, env: Env) -> Val:
         positional, _ = self._args(node, env)
         dtype = _keyword_dtype(node)
-        kind = TORCH_FUNCTIONS.get(name)
+        kind = torch_function_alias_kind(name)
         if name == "stack" and positional and _literal_length(positional[0]) is not None:
-            return dataclasses.replace(self._fresh(node, dtype), length=_literal_length(positional[0]))
+            return dataclasses.replace(self._fresh(node, dtype, tensor=True), length=_literal_length(positional[0]))
         if kind is None or not positional:
-            return self._fresh(node, dtype)
-        source = positional[0]
+            return self._fresh(node, dtype, tensor=True)
+        self._tensor_tokens.update(a.token for a in positional[0].aliases)
+        source = dataclasses.replace(positional[0], tensor=True)
         if kind is AliasKind.MAY_RETURN_SELF:
             if dtype is not None and source.dtype is not None and dtype != source.dtype:
-                return self._fresh(node, dtype)
+                return self._fresh(node, dtype, tensor=True)
             dtype = dtype or source.dtype
         else:
             dtype = source.dtype
@@ -887,29 +1149,44 @@ class ModuleAnalysis:
         if not source.aliases:
             return Val(immutable=source.immutable, dtype=dtype)
         length = source.length if op.kind is not AliasKind.VIEW else None  # detach, `self`: same shape
-        return Val(frozenset(a.derive(op, node) for a in source.aliases), dtype=dtype, length=length)
+        return Val(
+            frozenset(a.derive(op, node) for a in source.aliases), dtype=dtype, length=length, tensor=source.tensor
+        )
 
     def _call_method(self, func: cst.Attribute, node: cst.Call, env: Env) -> Val:
         name = func.attr.value
         receiver = self._eval(func.value, env)
+        if not receiver.container and name in _ENTRY_MUTATORS and self._is_tracked_entry(func.value, env):
+            receiver = Val(container="dict" if name in ("update", "setdefault") else "seq")  # a defaultdict's new entry
+        if not receiver.container and name in _MAPPING_METHODS and self._is_summarised_parameter(receiver):
+            receiver = _as_mapping(receiver)  # a helper's `report` or `metrics`: a dict until shown otherwise
         if receiver.container:
-            return self._container_method(receiver, func, node, env)
+            result, updated = self._container_method(receiver, name, node, env)
+            if updated is not None:
+                self._write_back(func.value, updated, env)
+            return result
         positional, keywords = self._args(node, env)
         # `.item()`, `.tolist()`, `.type()` (a str), and any method of a str/int/float (`text.partition(...)`).
         if name in NUMBER_METHODS or name == "tolist" or receiver.immutable or (name == "type" and not node.args):
             return IMMUTABLE
         kind = method_alias_kind(name)
+        if name in ARRAY_METHODS and receiver.aliases:  # the copy must go before `.numpy()`: keep the receiver's entry
+            op = Op(AliasKind.VIEW, f".{name}()")
+            return Val(frozenset(Alias(a.token, a.ops + (op,), a.entry, a.fixable) for a in receiver.aliases))
+        if is_tensor_method(name) or (self.torch_module and kind is not None and name not in AMBIGUOUS_METHODS):
+            self._tensor_tokens.update(a.token for a in receiver.aliases)
+        tensor = receiver.tensor or self.torch_module or is_tensor_method(name)
         if kind is None:
             dtype = receiver.dtype if name == "clone" else None
-            return self._fresh(node, dtype)
+            return self._fresh(node, dtype, tensor=tensor)
         dtype = receiver.dtype
         if kind is AliasKind.MAY_RETURN_SELF:
             target = self._conversion_dtype(name, positional, keywords, node)
             copies = "copy" in keywords and _is_true(node, "copy")
             if copies or (target is not None and receiver.dtype is not None and target != receiver.dtype):
-                return self._fresh(node, target)
+                return self._fresh(node, target, tensor=tensor)
             dtype = target or receiver.dtype
-        return self._derived(receiver, Op(kind, f".{name}()"), node, dtype)
+        return self._derived(dataclasses.replace(receiver, tensor=tensor), Op(kind, f".{name}()"), node, dtype)
 
     def _conversion_dtype(
         self, name: str, positional: list[Val], keywords: dict[str, Val], node: cst.Call
@@ -931,11 +1208,34 @@ class ModuleAnalysis:
             return positional[0].dtype
         return None
 
-    def _container_method(self, receiver: Val, func: cst.Attribute, node: cst.Call, env: Env) -> Val:
-        """dict/list methods: reads return entries; mutations update the tracked container."""
-        name = func.attr.value
+    def _is_summarised_parameter(self, val: Val) -> bool:
+        """A parameter of the helper being summarised (never a container of the caller's own)."""
+        return (
+            self._summarising is not None
+            and bool(val.aliases)
+            and all(a.token[:2] == ("param", id(self._summarising)) and not a.ops for a in val.aliases)
+        )
+
+    def _is_tracked_entry(self, target: cst.BaseExpression, env: Env) -> bool:
+        """`report[k]` where `report` is a tracked dict (or a helper's parameter used as one)."""
+        if not isinstance(target, cst.Subscript):
+            return False
+        owner = dotted_name(target.value)
+        base = env.get(owner) if owner is not None else None
+        return base is not None and (base.container == "dict" or self._is_summarised_parameter(base))
+
+    def _write_back(self, target: cst.BaseExpression, updated: Val, env: Env) -> None:
+        """Store a mutated container where it came from: a name (`report.update(...)`) or an entry of a
+        tracked container (`report["k"].append(v)`, a `defaultdict(list)`)."""
+        owner = dotted_name(target)
+        if owner is not None:
+            env[owner] = updated
+        elif isinstance(target, cst.Subscript):
+            self._store_item(target, updated, env)
+
+    def _container_method(self, receiver: Val, name: str, node: cst.Call, env: Env) -> tuple[Val, Val | None]:
+        """dict/list methods: (what the call gives, the container after it when it mutates it)."""
         positional, keywords = self._args(node, env)
-        owner = dotted_name(func.value)
         key = _constant_index(node.args[0].value) if node.args and node.args[0].keyword is None else None
         updated: Val | None = None
         result: Val = IMMUTABLE
@@ -974,9 +1274,13 @@ class ModuleAnalysis:
         elif name == "items":
             pair = Val(container="seq", items=((0, IMMUTABLE), (1, receiver.item(None) if receiver.items else Val())))
             result = Val(container="seq", items=((None, pair),))
-        if updated is not None and owner is not None:
-            env[owner] = updated
-        return result
+        return result, updated
+
+
+def _as_mapping(param: Val) -> Val:
+    """A helper's parameter used as a container: its entries are the caller's, looked up at the call."""
+    entries = Val(frozenset(Alias(("item", a.token, None)) for a in param.aliases))
+    return Val(param.aliases, container="dict", items=((None, entries),))
 
 
 def _literal_length(val: Val) -> int | None:
@@ -1016,26 +1320,6 @@ def _parameters(params: cst.Parameters) -> Iterator[cst.Param]:
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
             yield star
-
-
-_IMMUTABLE_TYPES = frozenset({"str", "int", "float", "bool", "bytes", "complex", "None"})
-
-
-def _immutable_annotation(annotation: cst.Annotation | None) -> bool:
-    """`text: str`, `n: int | None`, `Optional[float]`: values that can never share a tensor's storage."""
-    if annotation is None:
-        return False
-
-    def immutable(node: cst.BaseExpression) -> bool:
-        if isinstance(node, cst.Name):
-            return node.value in _IMMUTABLE_TYPES
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
-            return immutable(node.left) and immutable(node.right)
-        if isinstance(node, cst.Subscript) and dotted_name(node.value) in ("Optional", "typing.Optional"):
-            return all(isinstance(s.slice, cst.Index) and immutable(s.slice.value) for s in node.slice)
-        return False
-
-    return immutable(annotation.annotation)
 
 
 def _target_names(node: cst.BaseExpression) -> Iterator[str]:
@@ -1124,6 +1408,6 @@ def _is_node(kind: type) -> bool:
     return issubclass(kind, cst.CSTNode) and not issubclass(kind, _LEAVES)
 
 
-def analyze_module(module: cst.Module) -> list[RawFinding]:
-    """Every alias of a backprop tensor in a loss-function report, in source order."""
-    return ModuleAnalysis(module).run()
+def analyze_module(module: cst.Module, library: Library | None = None) -> list[RawFinding]:
+    """Every alias of a backprop tensor in a loss-function report, in source order; `library`: see `ModuleAnalysis`."""
+    return ModuleAnalysis(module, library).run()

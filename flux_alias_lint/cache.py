@@ -26,10 +26,12 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import __version__
 from .finding import Finding
+from .project import Reach, Step
 from .runner import FileResult
 from .selection import Selection
 
@@ -46,6 +48,9 @@ def stamp_of(st: os.stat_result) -> Stamp:
 
 def digest_of(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+_DIGEST_LENGTH = len(digest_of(b""))
 
 
 def _build_fingerprint() -> str:
@@ -75,18 +80,23 @@ class Cache:
             with open(self.file, "rb") as handle:
                 data = json.load(handle)
             files, results = dict(data["files"]), dict(data["results"])
-            if all(isinstance(v, list) and len(v) == 2 for v in (*files.values(), *results.values())):
+            if all(isinstance(v, list) and len(v) == 2 for v in files.values()) and all(
+                isinstance(v, list) and len(v) == 3 for v in results.values()
+            ):
                 self.files, self.results = files, results
         except (OSError, ValueError, KeyError, TypeError):
             pass  # missing, unreadable or malformed: start empty, the next save replaces it
 
-    def lookup(self, path: str, st: os.stat_result) -> FileResult | None:
-        """The cached result if the file is unchanged; reads and hashes it only if its stamp moved."""
+    def lookup(self, path: str, st: os.stat_result, context: str = "") -> FileResult | None:
+        """The cached result if the file is unchanged; reads and hashes it only if its stamp moved.
+
+        `context`: `reach_key` of what the project index knows of the file's functions; a result is
+        only reused under the same context, and while the files it depends on are unchanged."""
         key = os.path.abspath(path)
         entry = self.files.get(key)
         stamp = stamp_of(st)
         if entry is not None and entry[0] is not None and tuple(entry[0]) == stamp:
-            return self._result(path, entry[1])
+            return self._result(path, entry[1], context)
         if entry is None and not self.results:
             return None  # nothing to match by content: do not read the file twice
         try:
@@ -94,21 +104,25 @@ class Cache:
                 digest = digest_of(handle.read())
         except OSError:
             return None
-        result = self._result(path, digest)
+        result = self._result(path, digest, context)
         if result is not None:
             self._remember(key, stamp, digest)
         return result
 
-    def store(self, path: str, stamp: Stamp, digest: str, result: FileResult) -> None:
+    def store(self, path: str, stamp: Stamp, digest: str, result: FileResult, context: str = "") -> None:
         error = None if result.error is None else result.error.removeprefix(f"{path}: ")
-        self.results[digest] = [[[getattr(f, name) for name in _FIELDS] for f in result.findings], error]
+        rows = [[_to_json(getattr(f, name)) for name in _FIELDS] for f in result.findings]
+        dependencies = [_dependency(other) for other in result.dependencies]
+        if None in dependencies:
+            return  # a file it depends on vanished meanwhile: nothing to validate a reuse against
+        self.results[digest + context] = [rows, error, dependencies]
         self._remember(os.path.abspath(path), stamp, digest)
 
     def save(self) -> None:
         if not self._dirty:
             return
         live = {entry[1] for entry in self.files.values()}
-        data = {"files": self.files, "results": {d: r for d, r in self.results.items() if d in live}}
+        data = {"files": self.files, "results": {d: r for d, r in self.results.items() if d[:_DIGEST_LENGTH] in live}}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             _write_markers(self.directory)
@@ -129,14 +143,45 @@ class Cache:
         self.files[key] = [None if racy else list(stamp), digest]
         self._dirty = True
 
-    def _result(self, path: str, digest: str) -> FileResult | None:
-        cached = self.results.get(digest)
+    def _result(self, path: str, digest: str, context: str) -> FileResult | None:
+        cached = self.results.get(digest + context)
         if cached is None:
             return None
-        rows, error = cached
+        rows, error, dependencies = cached
+        if any(_dependency(other) != [other, digest_of_dependency] for other, digest_of_dependency in dependencies):
+            return None  # a helper it summarised changed
         if error is not None:
             return FileResult(path, error=f"{path}: {error}")
-        return FileResult(path, [Finding(path, *row) for row in rows])
+        return FileResult(path, [_finding(path, row) for row in rows])
+
+
+def reach_key(reaches: Mapping[int, Reach] | None) -> str:
+    """A short, stable key for what the project index knows of one file's functions ("" for nothing)."""
+    if not reaches:
+        return ""
+    rows = sorted([line, r.context, [dataclasses.astuple(s) for s in r.steps]] for line, r in reaches.items())
+    return ":" + hashlib.blake2b(json.dumps(rows).encode(), digest_size=8).hexdigest()
+
+
+def _dependency(path: str) -> list[str] | None:
+    """(path, content digest) of a file whose functions a result used; None if it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return [path, digest_of(handle.read())]
+    except OSError:
+        return None
+
+
+def _to_json(value: object) -> object:
+    if isinstance(value, tuple):  # reached_by: its steps
+        return [dataclasses.astuple(step) for step in value]
+    return value
+
+
+def _finding(path: str, row: list) -> Finding:
+    values = dict(zip(_FIELDS, row, strict=True))
+    values["reached_by"] = tuple(Step(*step) for step in values["reached_by"])
+    return Finding(path, **values)
 
 
 def _write_markers(directory: Path) -> None:

@@ -163,7 +163,17 @@ def _sarif_result(f: Finding, rule_index: int, fingerprint: str) -> dict[str, ob
             }
         ],
         "partialFingerprints": {"fluxAliasLint/v1": fingerprint},
+        "properties": {"context": f.context},
     }
+    if f.reached_by:  # the way from the loss function to the call that rescales its loss
+        result["relatedLocations"] = [
+            {
+                "id": number,
+                "message": {"text": step.what},
+                "physicalLocation": {"artifactLocation": {"uri": _uri(step.path)}, "region": {"startLine": step.line}},
+            }
+            for number, step in enumerate(f.reached_by, start=1)
+        ]
     if f.fix_after:
         replacements = [_insertion(f.end_line, f.end_column, f.fix_after)]
         if f.fix_before:

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, Cache
-from .config import Config, ConfigError, load_config, split_codes
+from .config import UNREACHED_CHOICES, Config, ConfigError, load_config, split_codes
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .gitignore import GitIgnore
 from .output import FORMATTERS, format_statistics, summary
 from .parallel import check_files
 from .progress import progress_wanted, run_summary, track
+from .project import UNREACHED, ProjectIndex
 from .rules import RULES
 from .runner import FileResult, Mode, lint_source
 from .selection import Selection
@@ -42,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--ignore", type=split_codes, default=(), help="comma-separated codes or prefixes to skip")
     check.add_argument("--format", choices=sorted(FORMATTERS), default="text", dest="output_format")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if there are findings")
+    check.add_argument(
+        "--unreached",
+        choices=UNREACHED_CHOICES,
+        help="warn: findings in functions nothing is known to rescale print but do not fail the run (default: error)",
+    )
     check.add_argument(
         "--exit-non-zero-on-fix", action="store_true", help="with --fix: exit 1 if a file was changed (pre-commit)"
     )
@@ -155,12 +161,15 @@ def _check(args: argparse.Namespace) -> int:
         results, errors = [_check_stdin(args, selection)], []
     else:
         files, errors = _files(args, config)
+        index = ProjectIndex.for_paths(files)
         cache = None if args.no_cache else Cache(_cache_dir(args, config), selection)
-        pending: Iterable[FileResult] = check_files(files, selection, _mode(args), jobs=args.jobs, cache=cache)
+        pending: Iterable[FileResult] = check_files(
+            files, selection, _mode(args), jobs=args.jobs, cache=cache, reached=index.reached_by_path()
+        )
         if not args.quiet and progress_wanted(sys.stderr):
             pending = track(pending, len(files))
         results = list(pending)
-    code = _report(args, results, errors)
+    code = _report(args, results, errors, args.unreached or config.unreached)
     if (args.fix or args.diff) and not stdin and not args.quiet:
         unchecked = len(errors) + sum(r.error is not None for r in results)
         sys.stderr.write(run_summary(results, unchecked, time.monotonic() - started, diff=args.diff))
@@ -226,7 +235,7 @@ def _check_stdin(args: argparse.Namespace, selection: Selection) -> FileResult:
     return result
 
 
-def _report(args: argparse.Namespace, results: list[FileResult], errors: list[str]) -> int:
+def _report(args: argparse.Namespace, results: list[FileResult], errors: list[str], unreached: str) -> int:
     # With --fix on stdin, stdout carries the fixed source: everything else goes to stderr.
     out = sys.stderr if args.fix and args.paths == ["-"] else sys.stdout
     findings = sorted(f for r in results for f in r.findings)
@@ -248,6 +257,7 @@ def _report(args: argparse.Namespace, results: list[FileResult], errors: list[st
         return EXIT_FINDINGS if any(r.changed for r in results) and not args.exit_zero else EXIT_CLEAN
     if args.fix and args.exit_non_zero_on_fix and any(r.changed for r in results):
         return EXIT_FINDINGS
-    if findings and not args.exit_zero:
+    failing = [f for f in findings if f.context != UNREACHED or unreached == "error"]
+    if failing and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN

@@ -18,11 +18,14 @@ class Config:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] | None = None  # None: the default excludes
     extend_exclude: tuple[str, ...] = ()
+    # "warn": findings in functions nothing is known to rescale (context "unreached") print but do not fail the run.
+    unreached: str = "error"
     root: Path | None = None  # the directory of the file the settings came from
     source: Path | None = None
 
 
-_KEYS = {"select", "ignore", "exclude", "extend-exclude"}
+_KEYS = {"select", "ignore", "exclude", "extend-exclude", "unreached"}
+UNREACHED_CHOICES = ("error", "warn")
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -57,8 +60,13 @@ def load_config(explicit: str | None, start: Path) -> Config:
     unknown = sorted(set(table) - _KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown option(s) in [tool.flux-alias-lint]: {', '.join(unknown)}")
-    values: dict[str, tuple[str, ...]] = {}
+    values: dict[str, tuple[str, ...] | str] = {}
     for key, value in table.items():
+        if key == "unreached":
+            if value not in UNREACHED_CHOICES:
+                raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_CHOICES))}")
+            values[key] = value
+            continue
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{path}: `{key}` must be a list of strings")
         values[key.replace("-", "_")] = tuple(value)

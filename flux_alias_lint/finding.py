@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .project import UNREACHED, Step
+
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Finding:
@@ -26,6 +28,10 @@ class Finding:
     # Both empty when the finding is not fixable. Kept as text so SARIF can carry the exact edit.
     fix_before: str = dataclasses.field(default="", compare=False)
     fix_after: str = dataclasses.field(default="", compare=False)
+    # Who rescales the loss: "megatron", "in-place-caller" or "unreached" (see project.py), and the
+    # steps from the function to the call that rescales (empty when unreached).
+    context: str = dataclasses.field(default=UNREACHED, compare=False)
+    reached_by: tuple[Step, ...] = dataclasses.field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)

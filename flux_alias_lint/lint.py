@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 import libcst as cst
@@ -12,12 +12,14 @@ import libcst as cst
 from .analysis import RawFinding, analyze_module
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
+from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import node_spans
+from .project import UNREACHED_REACH, ProjectIndex, Reach
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
-from .triage import reduce_source
+from .triage import Reduced, reduce_source
 
 _RELATION = {
     "FAL001": "is a detached alias of",
@@ -43,32 +45,61 @@ class Located:
     raw: RawFinding
 
 
+Reaches = Mapping[int, Reach]  # the functions of one file the project index knows a caller of, by def line
+
+
 def locate(
-    source: SourceFile, selection: Selection, noqa: bool = True, module: cst.Module | None = None
+    source: SourceFile,
+    selection: Selection,
+    noqa: bool = True,
+    module: cst.Module | None = None,
+    reaches: Reaches | None = None,
 ) -> list[Located]:
     """Findings with their edits and the nodes they came from; pass `module` (parsed from `source`)
     to relate findings to its nodes."""
-    return sorted(_collect(source, selection, noqa, module, lambda item: item), key=lambda item: item.finding)
+    found, _ = _collect(source, selection, noqa, module, reaches, lambda item: item)
+    return sorted(found, key=lambda item: item.finding)
 
 
-def _findings(source: SourceFile, selection: Selection, noqa: bool = True) -> list[tuple[Finding, Edit | None]]:
-    """`locate` without the nodes, so that each piece's libcst tree is freed before the next is parsed."""
-    return sorted(_collect(source, selection, noqa, None, lambda item: (item.finding, item.edit)), key=lambda p: p[0])
+def _findings(
+    source: SourceFile, selection: Selection, noqa: bool = True, reaches: Reaches | None = None
+) -> tuple[list[tuple[Finding, Edit | None]], tuple[str, ...]]:
+    """`locate` without the nodes, so that each piece's libcst tree is freed before the next is parsed;
+    and the other files whose functions the findings depend on (`Library.files`)."""
+    found, dependencies = _collect(source, selection, noqa, None, reaches, lambda item: (item.finding, item.edit))
+    return sorted(found, key=lambda p: p[0]), dependencies
 
 
 T = TypeVar("T")
 
 
 def _collect(
-    source: SourceFile, selection: Selection, noqa: bool, module: cst.Module | None, keep: Callable[[Located], T]
-) -> list[T]:
+    source: SourceFile,
+    selection: Selection,
+    noqa: bool,
+    module: cst.Module | None,
+    reaches: Reaches | None,
+    keep: Callable[[Located], T],
+) -> tuple[list[T], tuple[str, ...]]:
+    if reaches is None:  # no project around it: the evidence in its own text
+        reaches = ProjectIndex.of_source(source.text, source.path).reached_by_path().get(source.path, {})
+    context = _Context(reaches, Library(source.path, source.text))
     found: list[T] = []
     try:
-        for parse_from, given, lines in _pieces(source, module):
-            found += map(keep, _analyze_piece(source, selection, noqa, parse_from, given, lines))
+        for parse_from, given, piece in _pieces(source, module, reaches):
+            found += map(keep, _analyze_piece(source, selection, noqa, parse_from, given, piece, context))
     except _PieceRejected as rejected:
-        found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None)))
-    return found
+        found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None, context)))
+    return found, tuple(context.library.files())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What the analysis of one file knows beyond the file's units: who calls its functions, and where
+    the functions they call are defined."""
+
+    reaches: Reaches
+    library: Library
 
 
 class _PieceRejected(Exception):
@@ -80,15 +111,15 @@ class _PieceRejected(Exception):
 
 
 def _pieces(
-    source: SourceFile, module: cst.Module | None
-) -> Iterator[tuple[SourceFile, cst.Module | None, tuple[int, ...] | None]]:
-    """What to parse (or the given module), and where each of its lines is in `source` (None: the same)."""
-    pieces = reduce_source(source.text) if module is None else None
+    source: SourceFile, module: cst.Module | None, reaches: Reaches
+) -> Iterator[tuple[SourceFile, cst.Module | None, Reduced | None]]:
+    """What to parse (or the given module), and the triaged piece it is (None: all of `source`)."""
+    pieces = reduce_source(source.text, frozenset(reaches)) if module is None else None
     if pieces is None:
         yield source, module, None
         return
     for reduced in pieces:  # none at all: no unit can have a finding, libcst need not see the file
-        yield dataclasses.replace(source, text=reduced.text), None, reduced.lines
+        yield dataclasses.replace(source, text=reduced.text), None, reduced
 
 
 def _analyze_piece(
@@ -97,11 +128,12 @@ def _analyze_piece(
     noqa: bool,
     parse_from: SourceFile,
     module: cst.Module | None,
-    lines: tuple[int, ...] | None,
+    piece: Reduced | None,
+    context: _Context,
 ) -> list[Located]:
     depth = nesting_depth(parse_from)
     try:
-        return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from, lines)
+        return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from, piece, context)
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to analyse") from None
 
@@ -112,9 +144,10 @@ def _analyze_parsed(
     noqa: bool,
     module: cst.Module | None,
     parse_from: SourceFile,
-    lines: tuple[int, ...] | None,
+    piece: Reduced | None,
+    context: _Context,
 ) -> list[Located]:
-    """`parse_from`: `source`, or (when `module` is None) its triaged lines, `lines` being where each is in `source`."""
+    """`parse_from`: `source`, or (when `module` is None) the triaged `piece` of it."""
     if module is None:
         try:
             module = parse(parse_from)
@@ -123,7 +156,10 @@ def _analyze_parsed(
                 raise
             # libcst rejects a kept unit: the error to report, if any, is the whole file's.
             raise _PieceRejected(parse(source)) from None
-    raws = analyze_module(module)
+    if piece is not None:
+        context.library.offer_tree(piece.tree)
+    raws = analyze_module(module, context.library)
+    lines = piece.lines if piece else None
     if not raws:
         return []
     spans = node_spans(module)
@@ -134,8 +170,12 @@ def _analyze_parsed(
         if not selection.enabled(raw.code):
             continue
         (start_line, start_column), (end_line, end_column) = spans[raw.entry]
+        def_line = spans[raw.function.name if isinstance(raw.function, cst.FunctionDef) else raw.function][0][0]
         if lines:  # a triaged piece: its lines are elsewhere in the file
-            start_line, end_line = lines[start_line - 1], lines[end_line - 1]
+            start_line, end_line, def_line = lines[start_line - 1], lines[end_line - 1], lines[def_line - 1]
+        reach = context.reaches.get(def_line, UNREACHED_REACH)
+        if raw.proof_needed and not reach.steps:
+            continue
         if is_suppressed(suppressions, raw.code, (start_line, end_line)):
             continue
         edit = None
@@ -156,6 +196,8 @@ def _analyze_parsed(
             backprop=raw.backprop,
             fix_before=edit.before if edit else "",
             fix_after=edit.after if edit else "",
+            context=reach.context,
+            reached_by=reach.steps,
         )
         located.append(Located(finding, edit, raw))
     return located
@@ -168,13 +210,28 @@ def _as_source(source: str | bytes, path: str) -> SourceFile:
 
 
 def check_source(
-    source: str | bytes, path: str = "<string>", selection: Selection = DEFAULT_SELECTION, *, noqa: bool = True
+    source: str | bytes,
+    path: str = "<string>",
+    selection: Selection = DEFAULT_SELECTION,
+    *,
+    noqa: bool = True,
+    reaches: Reaches | None = None,
 ) -> list[Finding]:
     """Findings for one module's source, sorted by position. Raises `SourceError` if it cannot be parsed.
 
     `noqa=False` reports suppressed findings too, for a host (flake8) that applies `# noqa` itself.
+    `reaches`: what the project index knows of who calls this module's functions (by def line, from
+    `ProjectIndex.reached_by_path()`); by default, what the source's own text shows.
     """
-    return [finding for finding, _ in _findings(_as_source(source, path), selection, noqa)]
+    return check_text(_as_source(source, path), selection, noqa, reaches)[0]
+
+
+def check_text(
+    source: SourceFile, selection: Selection = DEFAULT_SELECTION, noqa: bool = True, reaches: Reaches | None = None
+) -> tuple[list[Finding], tuple[str, ...]]:
+    """`check_source`, and the other files whose functions the findings depend on (for the cache)."""
+    found, dependencies = _findings(source, selection, noqa, reaches)
+    return [finding for finding, _ in found], dependencies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,35 +239,38 @@ class FixResult:
     text: str  # the fixed text (the original when nothing was fixed)
     fixed_codes: tuple[str, ...]  # one code per finding the fix removed, sorted
     remaining: list[Finding]  # findings still there afterwards
+    dependencies: tuple[str, ...] = ()  # the other files whose functions the findings depend on
 
     @property
     def fixed(self) -> int:
         return len(self.fixed_codes)
 
 
-def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION) -> FixResult:
+def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION, reaches: Reaches | None = None) -> FixResult:
     """Fix every fixable finding; refuses (SourceError) a result that changes anything but the
     inserted copies, or that does not parse back."""
-    before = _findings(source, selection)
+    before, dependencies = _findings(source, selection, reaches=reaches)
     edits = select_edits(edit for _, edit in before if edit is not None)
     if not edits:
-        return FixResult(source.text, (), [finding for finding, _ in before])
+        return FixResult(source.text, (), [finding for finding, _ in before], dependencies)
     text = apply_edits(source.text, edits)
     problem = unexplained_change(source.text, text, edits)
     if problem is not None:
         raise SourceError(source.path, f"fix refused, {problem}")
     try:
-        remaining = [finding for finding, _ in _findings(dataclasses.replace(source, text=text), selection)]
+        # The inserted copies change no line, so the def lines `reaches` names still hold.
+        after, _ = _findings(dataclasses.replace(source, text=text), selection, reaches=reaches)
+        remaining = [finding for finding, _ in after]
     except SourceError as exc:
         raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
     # Positions move with the edits, so what was fixed is counted per rule, not matched finding by finding.
     fixed = collections.Counter(finding.code for finding, _ in before) - collections.Counter(f.code for f in remaining)
-    return FixResult(text, tuple(sorted(fixed.elements())), remaining)
+    return FixResult(text, tuple(sorted(fixed.elements())), remaining, dependencies)
 
 
-def fix_source(source: str, selection: Selection = DEFAULT_SELECTION) -> str:
+def fix_source(source: str, selection: Selection = DEFAULT_SELECTION, reaches: Reaches | None = None) -> str:
     """The source with every fixable finding turned into a copy; unchanged if there is none."""
-    return fix_text(SourceFile("<string>", source, "utf-8"), selection).text
+    return fix_text(SourceFile("<string>", source, "utf-8"), selection, reaches).text
 
 
 __all__ = ["RULES", "Finding", "FixResult", "Selection", "SourceError", "check_source", "fix_source", "fix_text"]

@@ -12,7 +12,15 @@ from .rules import RULES
 
 
 def format_text(findings: Sequence[Finding]) -> str:
-    return "".join(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message}\n" for f in findings)
+    return "".join(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message} [{_context(f)}]\n" for f in findings)
+
+
+def _context(finding: Finding) -> str:
+    """`megatron via path:line` (the call that rescales: the last step), or `unreached`."""
+    if not finding.reached_by:
+        return finding.context
+    last = finding.reached_by[-1]
+    return f"{finding.context} via {last.path}:{last.line}"
 
 
 def format_json(findings: Sequence[Finding]) -> str:

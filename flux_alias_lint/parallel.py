@@ -12,9 +12,10 @@ import multiprocessing
 import os
 import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
-from .cache import Cache, Stamp, digest_of, stamp_of
+from .cache import Cache, Stamp, digest_of, reach_key, stamp_of
+from .project import Reaches
 from .runner import FileResult, Mode, process_file
 from .selection import Selection
 
@@ -33,13 +34,22 @@ def default_jobs() -> int:
 
 
 def check_files(
-    paths: Sequence[str], selection: Selection, mode: Mode, *, jobs: int | None = None, cache: Cache | None = None
+    paths: Sequence[str],
+    selection: Selection,
+    mode: Mode,
+    *,
+    jobs: int | None = None,
+    cache: Cache | None = None,
+    reached: Mapping[str, Reaches] | None = None,
 ) -> Iterator[FileResult]:
-    """One `FileResult` per path, in order. The cache is consulted and updated in check mode only."""
+    """One `FileResult` per path, in order. The cache is consulted and updated in check mode only.
+
+    `reached`: `ProjectIndex.reached_by_path()`, the functions of each file (by real path) that a
+    rescaling caller is known to call; None: each file's own text is its evidence."""
     if mode is not Mode.CHECK:
         cache = None
     with _fewer_collections():
-        yield from _check_files(paths, selection, mode, jobs, cache)
+        yield from _check_files(paths, selection, mode, jobs, cache, reached)
 
 
 @contextlib.contextmanager
@@ -56,7 +66,12 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def _check_files(
-    paths: Sequence[str], selection: Selection, mode: Mode, jobs: int | None, cache: Cache | None
+    paths: Sequence[str],
+    selection: Selection,
+    mode: Mode,
+    jobs: int | None,
+    cache: Cache | None,
+    reached: Mapping[str, Reaches] | None,
 ) -> Iterator[FileResult]:
     done: list[FileResult | None] = [None] * len(paths)
     todo: list[int] = []
@@ -68,19 +83,21 @@ def _check_files(
             todo.append(index)  # process_file reports why
             continue
         sizes[index] = st.st_size
-        hit = cache.lookup(path, st) if cache is not None else None
+        hit = cache.lookup(path, st, _reach_key(reached, path)) if cache is not None else None
         if hit is None:
             todo.append(index)
         else:
             done[index] = hit
-    work = _run([paths[i] for i in todo], [sizes.get(i, 0) for i in todo], selection, mode, jobs or default_jobs())
+    work = _run(
+        [paths[i] for i in todo], [sizes.get(i, 0) for i in todo], selection, mode, jobs or default_jobs(), reached
+    )
     pending = iter(todo)
     next_todo = next(pending, None)
     for index in range(len(paths)):
         if index == next_todo:
             result, stamp, digest = next(work)
             if cache is not None and stamp is not None and digest is not None:
-                cache.store(paths[index], stamp, digest, result)
+                cache.store(paths[index], stamp, digest, result, _reach_key(reached, paths[index]))
             done[index] = result
             next_todo = next(pending, None)
         result = done[index]
@@ -90,9 +107,20 @@ def _check_files(
         cache.save()
 
 
-def _run(paths: list[str], sizes: list[int], selection: Selection, mode: Mode, jobs: int) -> Iterator[Checked]:
+def _reach_key(reached: Mapping[str, Reaches] | None, path: str) -> str:
+    return reach_key(reached.get(os.path.realpath(path))) if reached else ""
+
+
+def _run(
+    paths: list[str],
+    sizes: list[int],
+    selection: Selection,
+    mode: Mode,
+    jobs: int,
+    reached: Mapping[str, Reaches] | None,
+) -> Iterator[Checked]:
     """Checked files in the order of `paths`."""
-    task = functools.partial(_check_one, selection=selection, mode=mode)
+    task = functools.partial(_check_one, selection=selection, mode=mode, reached=reached)
     workers = min(jobs, len(paths))
     if workers <= 1 or sum(sizes) < _IN_PROCESS_BYTES:
         yield from map(task, paths)
@@ -118,8 +146,9 @@ def _indexed(task: functools.partial[Checked], item: tuple[int, str]) -> tuple[i
     return item[0], task(item[1])
 
 
-def _check_one(path: str, selection: Selection, mode: Mode) -> Checked:
+def _check_one(path: str, selection: Selection, mode: Mode, reached: Mapping[str, Reaches] | None) -> Checked:
     """Read once (stat first: a change after the stat only makes the stamp stale, never wrong)."""
+    reaches = reached.get(os.path.realpath(path), {}) if reached is not None else None
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -127,5 +156,5 @@ def _check_one(path: str, selection: Selection, mode: Mode) -> Checked:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError:
-        return process_file(path, selection, mode), None, None
-    return process_file(path, selection, mode, data), stamp_of(st), digest_of(data)
+        return process_file(path, selection, mode, reaches=reaches), None, None
+    return process_file(path, selection, mode, data, reaches), stamp_of(st), digest_of(data)

@@ -11,6 +11,7 @@ import stat
 import tempfile
 
 from .finding import Finding
+from .project import Reaches
 from .selection import Selection
 from .source import SourceError, SourceFile, decode, read_bytes
 
@@ -29,6 +30,7 @@ class FileResult:
     changed: bool = False  # the file was (or, with --diff, would be) rewritten
     diff: str = ""
     error: str | None = None  # one line: why the file could not be checked
+    dependencies: tuple[str, ...] = ()  # other files whose functions' summaries the findings used
     fixed_codes: tuple[str, ...] = ()  # the rule of each fixed finding, for the closing summary
 
 
@@ -88,21 +90,32 @@ def write_fix(source: SourceFile, original: bytes, text: str) -> None:
         raise SourceError(path, f"cannot write the fix: {exc.strerror or exc}") from None
 
 
-def lint_source(source: SourceFile, selection: Selection, mode: Mode) -> tuple[FileResult, str]:
-    """The result for one decoded source, plus its (possibly fixed) text."""
-    from .lint import check_source, fix_text  # lazy: libcst is only needed once a file is really analysed
+def lint_source(
+    source: SourceFile, selection: Selection, mode: Mode, reaches: Reaches | None = None
+) -> tuple[FileResult, str]:
+    """The result for one decoded source, plus its (possibly fixed) text; `reaches`: `ProjectIndex.reach_for`."""
+    from .lint import check_text, fix_text  # lazy: libcst is only needed once a file is really analysed
 
     if mode is Mode.CHECK:
-        return FileResult(source.path, check_source(source.text, source.path, selection)), source.text
-    result = fix_text(source, selection)
+        findings, dependencies = check_text(source, selection, reaches=reaches)
+        return FileResult(source.path, findings, dependencies=dependencies), source.text
+    result = fix_text(source, selection, reaches)
     changed = result.text != source.text
     diff = unified_diff(source.path, source.text, result.text) if mode is Mode.DIFF and changed else ""
     return FileResult(
-        source.path, result.remaining, result.fixed, changed, diff, fixed_codes=result.fixed_codes
+        source.path,
+        result.remaining,
+        result.fixed,
+        changed,
+        diff,
+        fixed_codes=result.fixed_codes,
+        dependencies=result.dependencies,
     ), result.text
 
 
-def process_file(path: str, selection: Selection, mode: Mode, data: bytes | None = None) -> FileResult:
+def process_file(
+    path: str, selection: Selection, mode: Mode, data: bytes | None = None, reaches: Reaches | None = None
+) -> FileResult:
     """Never raises for a bad file: the reason goes into `FileResult.error`.
 
     `data`: the file's bytes when the caller already read them (to hash them for the cache).
@@ -110,7 +123,7 @@ def process_file(path: str, selection: Selection, mode: Mode, data: bytes | None
     try:
         original = read_bytes(path) if data is None else data
         source = decode(original, path)
-        result, text = lint_source(source, selection, mode)
+        result, text = lint_source(source, selection, mode, reaches)
         if mode is Mode.FIX and result.changed:
             write_fix(source, original, text)
         return result

@@ -55,6 +55,7 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 # Line ends that `str.splitlines` honours but Python's tokenizer does not.
 _OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_CALLED = re.compile(r"(\w+)\s*\(")
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
 
@@ -64,6 +65,7 @@ class Reduced:
 
     text: str
     lines: tuple[int, ...]  # 1-based, one per line of `text`
+    tree: ast.Module = dataclasses.field(compare=False, repr=False)  # the whole file's, for `library.Library`
 
 
 # Kept lines per piece handed to libcst: its tree takes ~30 kB a line, so a generated module of
@@ -71,9 +73,12 @@ class Reduced:
 PIECE_LINES = 2_000
 
 
-def reduce_source(text: str) -> list[Reduced] | None:
+def reduce_source(text: str, reached: frozenset[int] = frozenset()) -> list[Reduced] | None:
     """The units of `text` that may have a finding, in pieces of about `PIECE_LINES` lines, each
-    with the module's imports. None: all of `text` must be analysed; []: none of it."""
+    with the module's imports. None: all of `text` must be analysed; []: none of it.
+
+    `reached`: def lines of functions the project index knows a rescaling caller of; their units are
+    kept whatever their returns look like (any report type is checked there)."""
     if not ENABLED:
         return None
     with warnings.catch_warnings():
@@ -87,6 +92,7 @@ def reduce_source(text: str) -> list[Reduced] | None:
             return None
     lines = _source_lines(text)
     imports = _module_imports(tree)
+    helpers = _helper_names(tree, imports)
     mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
     units = list(_units(tree.body))
     kept: list[tuple[int, int, int]] = []  # (first line, last line, column), 1-based lines
@@ -95,10 +101,10 @@ def reduce_source(text: str) -> list[Reduced] | None:
         first, last = _first_line(unit), unit.end_lineno or unit.lineno
         spans.append((first, last))
         span = "".join(lines[first - 1 : last])
-        if (
-            _text_may_find(span, mapping_names)
+        if any(first <= line <= last for line in reached) or (
+            _text_may_find(span, mapping_names, helpers)
             and ("lambda" in span or _some_return_may_fit(unit.body))
-            and _flow_may_find(unit, imports)
+            and _flow_may_find(unit, imports, helpers)
         ):
             if not _alone(lines, unit):
                 return None
@@ -106,7 +112,7 @@ def reduce_source(text: str) -> list[Reduced] | None:
     if "lambda" in text and "lambda" in _outside(lines, spans):
         # A lambda outside every def is a function to the analysis too: keep the statement holding it.
         for statement, function in _lambdas_outside_units(tree.body):
-            if _flow_may_find(function, imports):
+            if function.lineno in reached or _flow_may_find(function, imports, helpers):
                 if statement is None or not _alone(lines, statement):
                     return None  # in a compound statement's header, or sharing its lines: it cannot be cut out
                 kept.append((statement.lineno, statement.end_lineno or statement.lineno, statement.col_offset))
@@ -117,7 +123,7 @@ def reduce_source(text: str) -> list[Reduced] | None:
     import_spans = [(node.lineno, node.end_lineno or node.lineno) for node in import_nodes]
     pieces = []
     for group in _groups(kept):
-        reduced = _reduce(lines, group, import_spans)
+        reduced = _reduce(lines, group, import_spans, tree)
         if reduced is None:
             return None
         pieces.append(reduced)
@@ -169,12 +175,15 @@ def _alone(lines: list[str], node: ast.stmt) -> bool:
     return not before.strip() and (not after or after.startswith(b"#"))
 
 
-def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
+def _text_may_find(span: str, mapping_names: frozenset[str], helpers: frozenset[str]) -> bool:
     """A return (or lambda) and a way to make a dict: a display or comprehension, a subscript
-    store (the analysis turns a number or None into a dict), a mapping constructor."""
+    store (the analysis turns a number or None into a dict), a mapping constructor, or a call of
+    a helper whose summary may give one."""
     if "return" not in span and "lambda" not in span:
         return False
-    return "{" in span or "[" in span or any(name in span for name in mapping_names)
+    if "{" in span or "[" in span or any(name in span for name in mapping_names):
+        return True
+    return any(name in helpers for name in _CALLED.findall(span))
 
 
 # What `_Flow._eval` may give a dict for (`D`), and a sequence (`S`), by the kind of the expression:
@@ -266,6 +275,14 @@ def _module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
+def _helper_names(tree: ast.Module, imports: frozenset[tuple[str, str]]) -> frozenset[str]:
+    """Names a call may summarise (`library.py`): every def of the file, and what it imports by name
+    from outside torch. A call of one may give any container, as the helper's summary says."""
+    names = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    names |= {local for local, full in imports if "." in full and not full.startswith("torch.")}
+    return frozenset(names)
+
+
 def _is_mapping(qualified: str) -> bool:
     return qualified in MAPPING_CONSTRUCTORS or qualified.rpartition(".")[2] in _MAPPING_NAMES
 
@@ -303,9 +320,9 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]]) -> bool:
+def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]], helpers: frozenset[str]) -> bool:
     try:
-        return _Flow(node, imports).may_find()
+        return _Flow(node, imports, helpers).may_find()
     except RecursionError:
         return True
 
@@ -344,7 +361,8 @@ def _is_mutation(node: ast.AST) -> bool:
 class _Flow:
     """Flow-insensitive: one set of flags per name (or dotted name) over the whole unit."""
 
-    def __init__(self, tree: ast.AST, imports: frozenset[tuple[str, str]]) -> None:
+    def __init__(self, tree: ast.AST, imports: frozenset[tuple[str, str]], helpers: frozenset[str]) -> None:
+        self.helpers = helpers
         self.bindings: list[ast.AST] = []
         self.returns: list[ast.expr] = []
         stack: list[ast.AST] = [tree]
@@ -543,6 +561,11 @@ class _Flow:
                 flags |= arguments
             elif name.startswith("torch.") and arguments & (M | D | S | H):
                 flags |= M  # an op on a number or a container: a value without storage
+        func = node.func
+        if (isinstance(func, ast.Name) and func.id in self.helpers) or (
+            isinstance(func, ast.Attribute) and _dotted(func.value) == "self" and func.attr in self.helpers
+        ):
+            flags |= ALL  # a function of the project: its summary may give anything
         if isinstance(node.func, ast.Attribute):
             method, receiver = node.func.attr, self._eval(node.func.value)
             if receiver & (D | S):  # the analysis' container methods
@@ -563,7 +586,9 @@ class _Flow:
 # ---- the reduced text -------------------------------------------------------------------
 
 
-def _reduce(lines: list[str], kept: list[tuple[int, int, int]], import_spans: list[tuple[int, int]]) -> Reduced | None:
+def _reduce(
+    lines: list[str], kept: list[tuple[int, int, int]], import_spans: list[tuple[int, int]], tree: ast.Module
+) -> Reduced | None:
     owner = [0] * (len(lines) + 2)  # which kept span a line belongs to (1-based), -1: an import, 0: none
     for number, (first, last, _) in enumerate(sorted(kept), start=1):
         owner[first : last + 1] = [number] * (last - first + 1)
@@ -596,7 +621,7 @@ def _reduce(lines: list[str], kept: list[tuple[int, int, int]], import_spans: li
             compile(reduced, "<triage>", "exec", dont_inherit=True)
         except _PARSE_ERRORS:
             return None
-    return Reduced(reduced, tuple(numbers))
+    return Reduced(reduced, tuple(numbers), tree)
 
 
 def _newline(line: str) -> str:

@@ -3,8 +3,12 @@
 Layout (TorchFix-style; adding a case is adding two files):
 
 * ``fixtures/<CODE>/<case>.py`` + ``<case>.expected``: a checker case. Each ``.expected`` line is
-  ``LINE:COL: CODE REPORT_PATH``, sorted by line and column; an empty file is a negative.
+  ``LINE:COL: CODE REPORT_PATH [CONTEXT]``, sorted by line and column (CONTEXT when the file shows
+  who rescales the loss: ``megatron`` or ``in-place-caller``); an empty file is a negative.
 * ``fixtures/<CODE>/<case>.in.py`` + ``<case>.out.py``: a fixer pair, ``fix_source(in) == out``.
+* ``fixtures/<CODE>/<case>/``: a multi-file project case: its modules, and ``expected`` with lines
+  ``FILE:LINE:COL: CODE REPORT_PATH [CONTEXT]`` for the whole folder checked as one project. Its
+  ``loss.py`` defines the ``loss_func`` that is run.
 
 Every fixture module defines ``loss_func(output_tensor)`` and is run through Megatron's real
 rescale by ``test_fixtures_runtime.py``, so a case's claim (aliases or not) is checked at run time.
@@ -26,7 +30,11 @@ import flux_alias_lint
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
-EXPECTED_LINE = re.compile(r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-4]) (?P<path>report(\[.+\])*)$")
+# A context other than "unreached" (see flux_alias_lint/project.py) ends the line.
+EXPECTED_LINE = re.compile(
+    r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-4]) (?P<path>report(\[.+\])*)"
+    r"(?: (?P<context>megatron|in-place-caller))?$"
+)
 NOQA = re.compile(r"#\s*noqa\b", re.IGNORECASE)
 
 
@@ -137,6 +145,44 @@ def fixer_pairs() -> list[FixerPair]:
 
 def all_fixture_files() -> list[pathlib.Path]:
     return sorted(p for rule_dir in _rule_dirs() for p in rule_dir.iterdir() if p.is_file())
+
+
+PROJECT_LINE = re.compile(r"^(?P<file>[\w/]+\.py):" + EXPECTED_LINE.pattern.removeprefix("^"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectCase:
+    folder: pathlib.Path
+
+    @property
+    def id(self) -> str:
+        return fixture_id(self.folder)
+
+    @property
+    def rule_dir(self) -> str:
+        return self.folder.parent.name
+
+    @property
+    def entry(self) -> pathlib.Path:
+        return self.folder / "loss.py"
+
+    def modules(self) -> list[pathlib.Path]:
+        return sorted(self.folder.rglob("*.py"))
+
+    def expected(self) -> list[str]:
+        return [line for line in (self.folder / "expected").read_text(encoding="utf-8").splitlines() if line]
+
+    def expected_report_paths(self) -> set[str]:
+        return {PROJECT_LINE.match(line)["path"] for line in self.expected()}
+
+    def kind(self) -> Kind:
+        return Kind.POSITIVE if self.expected() else Kind.NEGATIVE
+
+
+def project_cases() -> list[ProjectCase]:
+    return [
+        ProjectCase(folder) for rule_dir in _rule_dirs() for folder in sorted(rule_dir.iterdir()) if folder.is_dir()
+    ]
 
 
 def api(name: str):

@@ -26,7 +26,11 @@ POSITIVE_CASES = [case for case in CHECKER_CASES if case.kind() is Kind.POSITIVE
 
 def _format(findings) -> list[str]:
     ordered = sorted(findings, key=lambda f: (f.line, f.column, f.code, f.report_path))
-    return [f"{f.line}:{f.column}: {f.code} {f.report_path}" for f in ordered]
+    return [f"{f.line}:{f.column}: {f.code} {f.report_path}" + _context(f) for f in ordered]
+
+
+def _context(finding) -> str:
+    return "" if finding.context == "unreached" else f" {finding.context}"
 
 
 # ------------------------------------------------------------------ the corpus itself

@@ -91,6 +91,11 @@ class Run:
 
 
 def run_through_megatron(path: pathlib.Path) -> Run:
+    return run_loss_func(path)
+
+
+def run_loss_func(path: pathlib.Path) -> Run:
+    """`path`'s `loss_func` through `forward_step_calc_loss`: what moved, the loss and its gradient."""
     loss_func = _load_loss_func(path)
     base = torch.tensor(BASE, requires_grad=True)
     output_tensor = base * 1.0  # a non-leaf, as Megatron's in-place rescale requires

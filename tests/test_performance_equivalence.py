@@ -316,7 +316,7 @@ def test_many_units_go_to_libcst_in_pieces(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_pieces_never_share_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(triage, "PIECE_LINES", 1)
-    text = ADVERSARIAL["two_lambdas_one_line"] + "def k(y):\n    return y, {'a': y.data}\n"
+    text = "import torch\n" + ADVERSARIAL["two_lambdas_one_line"] + "def k(y):\n    return y, {'a': y.data}\n"
     assert _findings(text, True, monkeypatch) == _findings(text, False, monkeypatch)
     assert len(check_source(text)) == 3
 
@@ -362,7 +362,7 @@ def test_return_shapes_the_flow_can_rule_out_are_ruled_out_by_it() -> None:
     expressions += [expressions[3].values[0], expressions[12].slice, ast.parse("[*a]", mode="eval").body.elts[0]]
     assert {type(e) for e in expressions} == set(ast.expr.__subclasses__())
     for expression in expressions:
-        flow = triage._Flow(ast.parse("pass"), frozenset())
+        flow = triage._Flow(ast.parse("pass"), frozenset(), frozenset())
         flow.env = {"a": triage.ALL, "a.b": triage.ALL}
         flags = flow._eval(expression)
         if flags & triage.D:

@@ -1,0 +1,97 @@
+"""What an annotation says a value is: a Python number or string (never a tensor), a tensor, or unknown.
+
+One reading of annotations for both parsers: the analysis (libcst) passes an annotation's text, the
+triage (CPython's `ast`) reads the return annotations of a whole file, so a call to a function of the
+file declared `-> float` is a number even when the triage hands libcst only the loss function.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import functools
+from collections.abc import Iterator
+
+
+class Declared(enum.Enum):
+    IMMUTABLE = "immutable"  # int, float, str, bool, None, and tuples/unions of them: never aliases a tensor
+    TENSOR = "tensor"  # torch.Tensor, Optional[Tensor]: evidence that the value is a tensor
+
+
+_IMMUTABLE_TYPES = frozenset({"str", "int", "float", "bool", "bytes", "complex", "None", "NoneType"})
+# Generics of immutables are immutable too: `Tuple[float, ...]`, `tuple[int, int]`, `Optional[str]`, `Union[int, str]`.
+_IMMUTABLE_GENERICS = frozenset({"Optional", "Union", "Tuple", "tuple", "FrozenSet", "frozenset", "Literal"})
+_TENSOR_TYPES = frozenset({"Tensor", "torch.Tensor", "FloatTensor", "torch.FloatTensor"})
+
+
+@functools.lru_cache(maxsize=4096)
+def declared(annotation: str) -> Declared | None:
+    """What the annotation `annotation` (its source text) says; None when it says neither."""
+    try:
+        node = ast.parse(annotation.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation: "float"
+        return declared(node.value) if node.value != annotation else None
+    if _immutable(node):
+        return Declared.IMMUTABLE
+    return Declared.TENSOR if _tensor(node) else None
+
+
+def _name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_name(node.value)}.{node.attr}"
+    return ""
+
+
+def _immutable(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value is None or node.value is Ellipsis or isinstance(node.value, (str, int))
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return _name(node).rpartition(".")[2] in _IMMUTABLE_TYPES
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _immutable(node.left) and _immutable(node.right)
+    if isinstance(node, ast.Subscript) and _name(node.value).rpartition(".")[2] in _IMMUTABLE_GENERICS:
+        inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return all(_immutable(element) for element in inner)
+    return False
+
+
+def _tensor(node: ast.expr) -> bool:
+    if isinstance(node, ast.Subscript) and _name(node.value).rpartition(".")[2] in ("Optional", "Union"):
+        inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return any(_tensor(element) for element in inner)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _tensor(node.left) or _tensor(node.right)
+    return _name(node) in _TENSOR_TYPES
+
+
+def declared_returns_of(text: str) -> dict[str, Declared]:
+    """`declared_returns` of a source text ({} if CPython cannot parse it)."""
+    try:
+        return declared_returns(ast.parse(text))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+
+
+def declared_returns(tree: ast.Module) -> dict[str, Declared]:
+    """The return annotations of the functions and methods defined at module or class level, by name
+    (a name defined twice with different answers: neither)."""
+    found: dict[str, Declared | None] = {}
+    for function in _defs(tree.body):
+        kind = declared(ast.unparse(function.returns)) if function.returns is not None else None
+        found[function.name] = kind if found.get(function.name, kind) is kind else None
+    return {name: kind for name, kind in found.items() if kind is not None}
+
+
+def _defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        elif isinstance(node, ast.ClassDef):
+            yield from _defs(node.body)
+        else:
+            for field in ("body", "orelse", "finalbody"):
+                yield from _defs(getattr(node, field, []) or [])

@@ -1,0 +1,174 @@
+"""Where the functions a loss function calls are defined: in its file, or in another module of its project.
+
+The analysis summarises a helper (`make_report(loss)`, `self._record(loss)`, `log_into(report, k, v)`)
+from the helper's own code. The triage hands libcst only the units that can have a finding, so the
+helper is looked up here by name, in the whole file (CPython's `ast` gives its lines) or, for an
+import, in the module file it names, and parsed with libcst alone, unit by unit, when first needed.
+
+An import is resolved on disk, the way Python's path would find it from the importing file: a
+relative import from its package, an absolute one from each directory above the file up to the
+project root (so `src/` layouts and nested packages resolve). Only files under the project root are
+read; a module found nowhere there is outside the tree, and its calls keep the ordinary rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import warnings
+
+import libcst as cst
+
+from .evidence import Declared, declared_returns_of
+from .project import find_module
+
+_PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition:
+    """A function found for a call: its libcst node (parsed alone) and the file it is in."""
+
+    path: str  # "" for the file being checked
+    node: cst.FunctionDef
+    module: cst.Module  # what `node` was parsed in (for its code)
+    library: Library  # the library of the file it is in, for the calls it makes
+
+
+class Library:
+    """The module-level functions and methods of one file, and the modules it imports."""
+
+    def __init__(self, path: str, text: str, tree: ast.Module | None = None) -> None:
+        self.path = path
+        self.text = text
+        self._tree = tree
+        self._spans: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+        self._imports: dict[str, tuple[str, int]] | None = None  # local name -> (dotted target, level)
+        self._parsed: dict[str, Definition | None] = {}
+        self._others: dict[str, Library | None] = {}
+        self._module_imports: dict[str, str] = {}  # as `ModuleAnalysis._module_imports` reads them
+        self._returns: dict[str, Declared] | None = None
+        # The analysis' summaries of this file's functions, by id of their node (None: being computed).
+        self.summaries: dict[int, object] = {}
+
+    def offer_tree(self, tree: ast.Module) -> None:
+        """The file's `ast` tree, when the triage already has it: no second parse."""
+        if self._spans is None and self._tree is None:
+            self._tree = tree
+
+    def imports(self) -> dict[str, str]:
+        self._definitions()
+        return self._module_imports
+
+    def returns(self) -> dict[str, Declared]:
+        """`evidence.declared_returns` of the file."""
+        if self._returns is None:
+            self._returns = declared_returns_of(self.text)
+        return self._returns
+
+    def method(self, name: str) -> Definition | None:
+        """`self.name(...)`: the method `name` of the one class of this file that defines it."""
+        owners = [key for key in self._definitions() if key.partition(".")[2] == name]
+        return self.function(owners[0]) if len(owners) == 1 else None
+
+    def function(self, name: str) -> Definition | None:
+        """A module-level function `name` (or, `Class.name`, a method) of this file, or one it imports."""
+        if name not in self._parsed:
+            self._parsed[name] = None  # recursion-safe: a module importing itself finds nothing
+            self._parsed[name] = self._local(name) or self._imported(name)
+        return self._parsed[name]
+
+    def _definitions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        if self._spans is None:
+            self._spans, self._imports = {}, {}
+            tree = self._tree
+            if tree is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    try:
+                        tree = ast.parse(self.text)
+                    except _PARSE_ERRORS:
+                        return self._spans
+            self._tree = None  # only the spans are kept
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self._spans[node.name] = node
+                elif isinstance(node, ast.ClassDef):
+                    for inner in node.body:
+                        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            self._spans[f"{node.name}.{inner.name}"] = inner
+                elif isinstance(node, ast.ImportFrom):
+                    for alias in node.names:
+                        if alias.name != "*":
+                            target = f"{node.module}.{alias.name}" if node.module else alias.name
+                            self._imports[alias.asname or alias.name] = (target, node.level)
+                            self._module_imports[alias.asname or alias.name] = target
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        head = alias.name.split(".")[0]
+                        self._module_imports[alias.asname or head] = alias.name if alias.asname else head
+        return self._spans
+
+    def _local(self, name: str) -> Definition | None:
+        node = self._definitions().get(name)
+        if node is None or isinstance(node, ast.AsyncFunctionDef):
+            return None
+        lines = self.text.splitlines(keepends=True)[
+            min(d.lineno for d in [node, *node.decorator_list]) - 1 : node.end_lineno
+        ]
+        code = "".join(lines)
+        if node.col_offset:
+            code = "if 1:\n" + code  # a method: its block opened, its columns kept
+        try:
+            module = cst.parse_module(code)
+        except cst.ParserSyntaxError:
+            return None
+        found = _first_def(module)
+        return Definition(self.path, found, module, self) if found is not None else None
+
+    def _imported(self, name: str) -> Definition | None:
+        """`from pkg.mod import f` (or `from .mod import f as g`): `f` in the project's `pkg/mod.py`."""
+        self._definitions()
+        assert self._imports is not None
+        head, _, rest = name.partition(".")
+        target = self._imports.get(head)
+        if target is None or not self.path:
+            return None
+        dotted, level = target
+        module_name, _, function = dotted.rpartition(".")
+        other = self._module(module_name, level)
+        return other.function(function + ("." + rest if rest else "")) if other is not None else None
+
+    def _module(self, dotted: str, level: int) -> Library | None:
+        key = f"{level}:{dotted}"
+        if key not in self._others:
+            self._others[key] = None
+            path = find_module(self.path, dotted, level)
+            if path is not None:
+                try:
+                    with open(path, "rb") as handle:
+                        text = handle.read().decode("utf-8")
+                except (OSError, UnicodeDecodeError):
+                    text = None
+                if text is not None:
+                    self._others[key] = Library(path, text)
+        return self._others[key]
+
+    def files(self) -> list[str]:
+        """The other files whose functions were looked up: a change in any of them can change findings here."""
+        found = []
+        for other in self._others.values():
+            if other is not None:
+                found += [other.path, *other.files()]
+        return sorted(set(found))
+
+
+def _first_def(module: cst.Module) -> cst.FunctionDef | None:
+    body = list(module.body)
+    while body:
+        node = body.pop(0)
+        if isinstance(node, cst.FunctionDef):
+            return node
+        if isinstance(node, cst.If) and isinstance(node.body, cst.IndentedBlock):
+            body = list(node.body.body) + body
+    return None

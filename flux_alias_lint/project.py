@@ -1,0 +1,565 @@
+"""The project-wide index: which functions Megatron's schedule (or an in-place caller) really calls.
+
+A finding is only as convincing as the evidence that something rescales the loss it reports. This
+module reads the whole project the checked files belong to (the git work tree, else the directory
+of the nearest `pyproject.toml`), not only the files handed over, so a pre-commit run on one file
+gets the context a whole-tree run gets.
+
+A cheap byte-level gate picks the files that can hold evidence; only those are parsed (CPython's
+`ast`), and the modules their names resolve into on demand. The evidence, each a `Step`:
+
+* a forward-step function (passed as `forward_step_func` to a schedule: `get_forward_backward_func()(...)`,
+  the `forward_backward_*` functions, `forward_step`, `pretrain`; or with the `(data_iterator, model, ...)`
+  signature) returns `(output, loss_func)`: `loss_func` a closure, a function, a method, a
+  `functools.partial` of one, or a lambda (and what the lambda calls);
+* a function passed as `loss_func` to `forward_step_calc_loss`;
+* the `forward` of a subclass of NeMo's `MegatronLossReduction`;
+* a caller that unpacks `loss, report = f(...)` (or three names) and then rescales `loss` in place
+  (`loss *= k`, `loss /= n`, `loss.div_(n)`, `loss.mul_(k)`): context "in-place-caller".
+
+Functions are named by (real path, line of their `def` or `lambda`), which both `ast` and libcst give.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import re
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+MEGATRON = "megatron"
+IN_PLACE_CALLER = "in-place-caller"
+UNREACHED = "unreached"
+
+# Schedule entry points whose `forward_step_func` Megatron calls and whose loss it rescales in place.
+_SCHEDULES = frozenset(
+    {
+        "forward_backward_no_pipelining",
+        "forward_backward_pipelining_with_interleaving",
+        "forward_backward_pipelining_without_interleaving",
+        "forward_step",
+        "pretrain",
+    }
+)
+_PRETRAIN_FORWARD_STEP = 3  # pretrain(datasets_provider, model_provider, model_type, forward_step_func, ...)
+_CALC_LOSS_POSITION = 2  # forward_step_calc_loss(model, output_tensor, loss_func, ...)
+_LOSS_REDUCTION = "MegatronLossReduction"
+_FORWARD_STEP_PARAMS = (("data_iterator", "data_iter", "dataloader_iter"), ("model",))
+
+# A file can hold evidence only if it hands a function to a schedule (not merely passes its own
+# `forward_step_func` parameter on), calls `forward_step_calc_loss`, subclasses the loss reduction,
+# defines a forward-step signature, or unpacks a call into a name it then rescales in place.
+_MEGATRON_GATE = re.compile(
+    rb"forward_step_func\s*=\s*(?!forward_step_func\b)[\w(]"
+    rb"|(?<!def )\b(?:pretrain|forward_step_calc_loss|forward_step)\(\s*\w"
+    rb"|class \w+\([^)]*"
+    + _LOSS_REDUCTION.encode()
+    + rb"|def \w+\(\s*(?:self,\s*)?(?:data|dataloader)_iter(?:ator)?\s*(?::[^,]*)?,\s*model\b"
+)
+_MEGATRON_WORDS = (b"forward_step", b"pretrain", _LOSS_REDUCTION.encode(), b"data_iter")
+_RESCALES = (b"*=", b"/=", b".div_(", b".mul_(")
+
+
+def _gates(data: bytes) -> tuple[set[int], set[int]]:
+    """The lines that may hold Megatron evidence, and those that may rescale an unpacked result in
+    place. Plain substring tests first: most files have none of the words."""
+    megatron: set[int] = set()
+    if any(word in data for word in _MEGATRON_WORDS):
+        megatron = {_line_of(data, m.start()) for m in _MEGATRON_GATE.finditer(data)}
+    rescaling: set[int] = set()
+    for name, at in _rescaled_names(data):
+        if re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*,[^=\n]*=[ \t]*[\w.]+\(", data, re.M):
+            rescaling.add(_line_of(data, at))
+    return megatron, rescaling
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _rescaled_names(data: bytes) -> Iterator[tuple[bytes, int]]:
+    """The name before each `*=`, `/=`, `.div_(`, `.mul_(`, with its offset (found with `bytes.find`:
+    a regex without a literal prefix costs more than the whole gate)."""
+    for marker in _RESCALES:
+        at = data.find(marker)
+        while at != -1:
+            end = at
+            while end > 0 and data[end - 1] in b" \t":
+                end -= 1
+            begin = end
+            while begin > 0 and (chr(data[begin - 1]).isalnum() or data[begin - 1] == ord("_")):
+                begin -= 1
+            if begin < end:
+                yield data[begin:end], at
+            at = data.find(marker, at + len(marker))
+
+
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox", "build"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One link from a loss function to the call that rescales its loss."""
+
+    path: str
+    line: int
+    what: str
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    context: str  # MEGATRON or IN_PLACE_CALLER
+    steps: tuple[Step, ...]
+
+
+UNREACHED_REACH = Reach(UNREACHED, ())
+
+Key = tuple[str, int]  # (real path, line of the def or lambda)
+Reaches = Mapping[int, Reach]  # the reached functions of one file, by the line of their def or lambda
+
+
+def project_root(path: str) -> str:
+    """The git work tree `path` is in, else the directory of its nearest `pyproject.toml`, else its own directory."""
+    start = os.path.realpath(path)
+    directory = start if os.path.isdir(start) else os.path.dirname(start)
+    found_pyproject = None
+    current = directory
+    while True:
+        if os.path.exists(os.path.join(current, ".git")):
+            return current
+        if found_pyproject is None and os.path.isfile(os.path.join(current, "pyproject.toml")):
+            found_pyproject = current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return found_pyproject or directory
+        current = parent
+
+
+def python_files(root: str) -> Iterator[str]:
+    """Every `*.py` under `root` (real paths), skipping VCS, virtualenv and build directories."""
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                if os.path.isfile(path):
+                    yield path
+
+
+def find_module(importer: str, dotted: str, level: int) -> str | None:
+    """The file of module `dotted` as `importer` imports it (`level`: the dots of a relative import),
+    found the way Python's path would: relative to the importer's package, else from each directory
+    above it up to its project root (so `src/` layouts and nested packages resolve). None: outside
+    the project."""
+    importer = os.path.realpath(importer)
+    parts = dotted.split(".") if dotted else []
+    directory = os.path.dirname(importer)
+    if level:
+        for _ in range(level - 1):
+            directory = os.path.dirname(directory)
+        bases = [directory]
+    else:
+        root = project_root(importer)
+        bases = []
+        while directory == root or directory.startswith(root + os.sep):
+            bases.append(directory)
+            directory = os.path.dirname(directory)
+    for base in bases:
+        candidate = os.path.join(base, *parts)
+        for path in (candidate + ".py", os.path.join(candidate, "__init__.py")):
+            if path != importer and os.path.isfile(path):
+                return path
+    return None
+
+
+@dataclasses.dataclass
+class _Module:
+    path: str
+    tree: ast.Module
+    imports: dict[str, tuple[str, int]]  # local name -> (dotted target "pkg.mod" or "pkg.mod.name", level)
+    functions: dict[str, ast.AST]  # module-level defs by name
+    classes: dict[str, ast.ClassDef]
+
+
+class ProjectIndex:
+    """Contexts of the functions in one or more projects, by (real path, def line)."""
+
+    def __init__(self, roots: Iterable[str], files: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.roots = sorted(set(roots))
+        self._files = {root: list(files[root]) if files else list(python_files(root)) for root in self.roots}
+        self._parsed: dict[str, _Module | None] = {}
+        self.reached: dict[Key, Reach] = {}
+        for root in self.roots:
+            for path in self._files[root]:
+                self._collect(path)
+
+    @classmethod
+    def for_paths(cls, paths: Iterable[str]) -> ProjectIndex:
+        """The index of every project the files `paths` belong to."""
+        roots: dict[str, str] = {}
+        for path in paths:
+            directory = os.path.dirname(os.path.abspath(path))
+            if directory not in roots:
+                roots[directory] = project_root(path)
+        return cls(roots.values())
+
+    @classmethod
+    def of_source(cls, text: str, path: str = "<string>") -> ProjectIndex:
+        """The index of one module on its own (stdin, the Python API): the evidence in its own text."""
+        index = cls([])
+        index._collect(path, text.encode("utf-8", "surrogatepass"))
+        return index
+
+    def reached_by_path(self) -> dict[str, dict[int, Reach]]:
+        """The reached functions of each file (by real path), by the line of their def or lambda."""
+        out: dict[str, dict[int, Reach]] = {}
+        for (path, line), reach in self.reached.items():
+            out.setdefault(path, {})[line] = reach
+        return out
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def _collect(self, path: str, data: bytes | None = None) -> None:
+        if data is None:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                return
+        megatron, rescaling = _gates(data)
+        if not (megatron or rescaling):
+            return
+        module = self._module(path, data)
+        if module is None:
+            return
+        for scope, function in _functions(module.tree):
+            lines = range(function.lineno, (function.end_lineno or function.lineno) + 1)
+            if any(line in lines for line in megatron):
+                self._megatron_evidence(module, scope, function)
+            if any(line in lines for line in rescaling):
+                self._in_place_evidence(module, scope, function)
+        if megatron:
+            self._megatron_evidence(module, [], module.tree)
+            for cls in module.classes.values():
+                if self._is_loss_reduction(module, cls, depth=0):
+                    for stmt in cls.body:
+                        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "forward":
+                            self._reach(
+                                module.path,
+                                stmt,
+                                Reach(
+                                    MEGATRON, (self._step(module, stmt, f"forward of {cls.name}, a {_LOSS_REDUCTION}"),)
+                                ),
+                            )
+
+    def _module(self, path: str, data: bytes | None = None) -> _Module | None:
+        if path in self._parsed:
+            return self._parsed[path]
+        self._parsed[path] = None
+        try:
+            if data is None:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(data)
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        module = _Module(path, tree, {}, {}, {})
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                module.functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                module.classes[node.name] = node
+        for node in _statements(tree.body):  # imports anywhere: inside functions too
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    head = alias.name.split(".")[0]
+                    module.imports[alias.asname or head] = (alias.name if alias.asname else head, 0)
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name != "*":
+                        target = f"{node.module}.{alias.name}" if node.module else alias.name
+                        module.imports[alias.asname or alias.name] = (target, node.level)
+        self._parsed[path] = module
+        return module
+
+    # ---- resolving names to functions ---------------------------------------------------
+
+    def _resolve(
+        self, module: _Module, scope: list[ast.AST], node: ast.expr, depth: int = 0
+    ) -> list[tuple[_Module, ast.AST]]:
+        """The functions (defs or lambdas) an expression naming a callable may be, in the project."""
+        if depth > 4:
+            return []
+        if isinstance(node, ast.Lambda):
+            found = [(module, node)]
+            if isinstance(node.body, ast.Call):
+                found += self._resolve(module, scope, node.body.func, depth + 1)
+            return found
+        if isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args:
+            return self._resolve(module, scope, node.args[0], depth + 1)
+        if isinstance(node, ast.Call):  # a factory: what the functions it may be return
+            return [
+                found
+                for target_module, factory in self._resolve(module, scope, node.func, depth + 1)
+                if not isinstance(factory, ast.Lambda)
+                for stmt in _body_walk(factory)
+                if isinstance(stmt, ast.Return) and stmt.value is not None and not isinstance(stmt.value, ast.Call)
+                for found in self._resolve(target_module, _scope_of(target_module, factory), stmt.value, depth + 1)
+            ]
+        if isinstance(node, ast.Name):
+            # A closure, or a name bound to a partial or lambda in an enclosing function or the module.
+            for function in [*reversed(scope), module.tree]:
+                for stmt in _body_walk(function):
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == node.id:
+                        return [(module, stmt)]
+                    if (
+                        isinstance(stmt, ast.Assign)
+                        and isinstance(stmt.value, (ast.Lambda, ast.Call))
+                        and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)
+                    ):
+                        return self._resolve(module, scope, stmt.value, depth + 1)
+            if node.id in module.functions:
+                return [(module, module.functions[node.id])]
+            if node.id in module.imports:
+                return self._resolve_dotted(module, *module.imports[node.id], depth + 1)
+            return []
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            cls = next((f for f in reversed(scope) if isinstance(f, ast.ClassDef)), None)
+            if cls is not None:
+                return [(module, m) for m in self._methods(module, cls, node.attr, 0)]
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module.imports:
+            target, level = module.imports[node.value.id]
+            return self._resolve_dotted(module, f"{target}.{node.attr}", level, depth + 1)
+        return []
+
+    def _resolve_dotted(self, importer: _Module, dotted: str, level: int, depth: int) -> list[tuple[_Module, ast.AST]]:
+        """`pkg.mod.f` (or `pkg.mod.Class.f`), imported by `importer`, to the function in the project."""
+        parts = dotted.split(".")
+        for cut in (len(parts) - 1, len(parts) - 2):
+            if cut < (0 if level else 1):
+                continue
+            path = find_module(importer.path, ".".join(parts[:cut]), level)
+            target = self._module(path) if path is not None else None
+            if target is None:
+                continue
+            rest = parts[cut:]
+            if len(rest) == 1 and rest[0] in target.functions:
+                return [(target, target.functions[rest[0]])]
+            if len(rest) == 1 and rest[0] in target.imports and depth < 4:  # re-exported
+                return self._resolve_dotted(target, *target.imports[rest[0]], depth + 1)
+            if len(rest) == 2 and rest[0] in target.classes:
+                return [(target, m) for m in self._methods(target, target.classes[rest[0]], rest[1], 0)]
+        return []
+
+    def _methods(self, module: _Module, cls: ast.ClassDef, name: str, depth: int) -> list[ast.AST]:
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+                return [stmt]
+        if depth < 4:  # inherited from a base class of the same module
+            for base in cls.bases:
+                if isinstance(base, ast.Name) and base.id in module.classes:
+                    found = self._methods(module, module.classes[base.id], name, depth + 1)
+                    if found:
+                        return found
+        return []
+
+    def _is_loss_reduction(self, module: _Module, cls: ast.ClassDef, depth: int) -> bool:
+        for base in cls.bases:
+            if _last_name(base) == _LOSS_REDUCTION:
+                return True
+            inherited = depth < 4 and isinstance(base, ast.Name) and base.id in module.classes
+            if inherited and self._is_loss_reduction(module, module.classes[base.id], depth + 1):
+                return True
+        return False
+
+    # ---- evidence -----------------------------------------------------------------------
+
+    @staticmethod
+    def _step(module: _Module, node: ast.AST, what: str) -> Step:
+        return Step(_shown(module.path), node.lineno, what)
+
+    def _reach(self, path: str, function: ast.AST, reach: Reach) -> None:
+        key = (path, function.lineno)
+        old = self.reached.get(key)
+        if old is None or (old.context != MEGATRON and reach.context == MEGATRON):
+            self.reached[key] = reach
+
+    def _megatron_evidence(self, module: _Module, scope: list[ast.AST], function: ast.AST) -> None:
+        """`function`: a def, or the module itself (`pretrain(...)` under `if __name__ == "__main__":`)."""
+        inner = scope + [function] if not isinstance(function, ast.Module) else scope
+        if not isinstance(function, ast.Module) and _has_forward_step_signature(function):
+            what = f"{function.name} has Megatron's forward-step signature (data_iterator, model, ...)"
+            self._forward_step(module, inner, function, self._step(module, function, what))
+        nodes = list(_body_walk(function))
+        bound = {  # names bound to `get_forward_backward_func()` here: calling them runs the schedule
+            _last_name(t)
+            for stmt in nodes
+            if isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and _last_name(stmt.value.func) == "get_forward_backward_func"
+            for t in stmt.targets
+        }
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
+            name = _last_name(call.func)
+            if name == "forward_step_calc_loss":
+                handed = _argument(call, "loss_func", _CALC_LOSS_POSITION)
+                what = "passed as loss_func to forward_step_calc_loss, which rescales it in place"
+                for target_module, target in self._resolve(module, inner, handed) if handed else ():
+                    self._reach(target_module.path, target, Reach(MEGATRON, (self._step(module, call, what),)))
+            elif name in _SCHEDULES or name in bound or _calls_getter(call):
+                position = _PRETRAIN_FORWARD_STEP if name == "pretrain" else (0 if name == "forward_step" else None)
+                handed = _argument(call, "forward_step_func", position)
+                if handed is None:
+                    continue
+                what = f"passed as forward_step_func to {name or 'get_forward_backward_func()'}, which rescales the loss in place"
+                for target_module, target in self._resolve(module, inner, handed):
+                    if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        scope_of_target = _scope_of(target_module, target)
+                        self._forward_step(target_module, scope_of_target, target, self._step(module, call, what))
+
+    def _forward_step(self, module: _Module, scope: list[ast.AST], function: ast.AST, why: Step) -> None:
+        """A forward-step function: whatever it returns second is Megatron's loss_func."""
+        for stmt in _body_walk(function):
+            if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 2:
+                handed = stmt.value.elts[1]
+                step = self._step(module, stmt, f"returned as the loss function by {function.name}")
+                for target_module, target in self._resolve(module, scope, handed):
+                    self._reach(target_module.path, target, Reach(MEGATRON, (step, why)))
+
+    def _in_place_evidence(self, module: _Module, scope: list[ast.AST], function: ast.AST) -> None:
+        unpacked: list[tuple[ast.Assign, str]] = []
+        rescaled: dict[str, int] = {}
+        for stmt in _body_walk(function):
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Tuple)
+                and len(stmt.targets[0].elts) in (2, 3)
+                and isinstance(stmt.targets[0].elts[0], ast.Name)
+                and isinstance(stmt.value, ast.Call)
+            ):
+                unpacked.append((stmt, stmt.targets[0].elts[0].id))
+            elif (
+                isinstance(stmt, ast.AugAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(stmt.op, (ast.Mult, ast.Div))
+            ):
+                rescaled.setdefault(stmt.target.id, stmt.lineno)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                func = stmt.value.func
+                if (
+                    isinstance(func, ast.Attribute)
+                    and func.attr in ("div_", "mul_")
+                    and isinstance(func.value, ast.Name)
+                ):
+                    rescaled.setdefault(func.value.id, stmt.lineno)
+        for assign, name in unpacked:
+            line = rescaled.get(name)
+            if line is None or line < assign.lineno:
+                continue
+            callee = assign.value.func
+            for target_module, target in self._resolve(module, scope + [function], callee):
+                steps = (
+                    self._step(module, assign, f"its (loss, report) is unpacked by {function.name}"),
+                    Step(_shown(module.path), line, f"which rescales {name} in place"),
+                )
+                self._reach(target_module.path, target, Reach(IN_PLACE_CALLER, steps))
+
+
+def _shown(path: str) -> str:
+    """A path as findings show it: relative to the working directory when under it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
+
+
+def _last_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _argument(call: ast.Call, keyword: str, position: int | None) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if position is not None and len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args):
+        return call.args[position]
+    return None
+
+
+def _calls_getter(call: ast.Call) -> bool:
+    """`get_forward_backward_func()(...)`."""
+    return isinstance(call.func, ast.Call) and _last_name(call.func.func) == "get_forward_backward_func"
+
+
+def _has_forward_step_signature(function: ast.AST) -> bool:
+    args = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if args and args[0] in ("self", "cls"):
+        args = args[1:]
+    return len(args) >= 2 and all(name in allowed for name, allowed in zip(args, _FORWARD_STEP_PARAMS, strict=False))
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[list[ast.AST], ast.AST]]:
+    """Every def, with the functions and classes enclosing it (outermost first). Lambdas are found
+    where they are handed over (`_resolve`), so only statements are walked."""
+    stack: list[tuple[list[ast.stmt], list[ast.AST]]] = [(tree.body, [])]
+    while stack:
+        body, scope = stack.pop()
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield scope, node
+                stack.append((node.body, scope + [node]))
+            elif isinstance(node, ast.ClassDef):
+                stack.append((node.body, scope + [node]))
+            else:
+                stack.extend((block, scope) for block in _blocks(node))
+
+
+def _blocks(node: ast.stmt) -> Iterator[list[ast.stmt]]:
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(node, field, None)
+        if isinstance(block, list):
+            yield block
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body
+    for case in getattr(node, "cases", ()):
+        yield case.body
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement, in functions and classes too, without entering expressions."""
+    stack = [body]
+    while stack:
+        for node in stack.pop():
+            yield node
+            stack.extend(_blocks(node))
+
+
+def _scope_of(module: _Module, target: ast.AST) -> list[ast.AST]:
+    for scope, function in _functions(module.tree):
+        if function is target:
+            return scope + [function]
+    return [target]
+
+
+def _body_walk(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's own body, not those of the functions and classes inside it."""
+    body = function.body if isinstance(function.body, list) else [function.body]
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))

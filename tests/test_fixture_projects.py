@@ -1,0 +1,89 @@
+"""Multi-file fixture projects (``fixtures/<CODE>/<case>/``): whole-project analysis, checked statically
+and at run time.
+
+Each folder is checked as one project, the way the command line checks a repository: the project index
+(``project.py``) gives each function its context, and calls into the folder's other modules use their
+summaries. Then the folder's ``loss.py`` goes through megatron-core's real rescale: a positive's
+expected report entries, and only they, move; a negative's report does not. Fixed by ``check --fix``,
+the report no longer moves and the loss and its gradient are unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import sys
+
+import pytest
+from fixture_corpus import PROJECT_LINE, Kind, ProjectCase, project_cases, report_path_pattern
+from test_fixtures_runtime import Run, assert_claim, assert_same_training, run_loss_func
+
+from flux_alias_lint.cli import main
+from flux_alias_lint.lint import check_text
+from flux_alias_lint.project import ProjectIndex
+from flux_alias_lint.source import decode
+
+PROJECT_CASES = project_cases()
+
+
+def _findings(folder: pathlib.Path) -> list[str]:
+    index = ProjectIndex([str(folder.resolve())])
+    reached = index.reached_by_path()
+    lines = []
+    for path in sorted(folder.rglob("*.py")):
+        source = decode(path.read_bytes(), str(path))
+        found, _ = check_text(source, reaches=reached.get(os.path.realpath(path), {}))
+        for f in found:
+            context = "" if f.context == "unreached" else f" {f.context}"
+            lines.append(
+                f"{path.relative_to(folder).as_posix()}:{f.line}:{f.column}: {f.code} {f.report_path}{context}"
+            )
+    return lines
+
+
+def _run(folder: pathlib.Path) -> Run:
+    """Import `folder/loss.py` with the folder on the path, its modules fresh and forgotten afterwards."""
+    names = {p.stem for p in folder.glob("*.py")}
+    sys.path.insert(0, str(folder))
+    try:
+        for name in names:
+            sys.modules.pop(name, None)
+        return run_loss_func(folder / "loss.py")
+    finally:
+        sys.path.remove(str(folder))
+        for name in names:
+            sys.modules.pop(name, None)
+
+
+def test_there_are_project_cases_of_each_kind():
+    kinds = {case.kind() for case in PROJECT_CASES}
+    assert kinds == {Kind.POSITIVE, Kind.NEGATIVE}
+    assert all(case.entry.exists() for case in PROJECT_CASES)
+
+
+@pytest.mark.parametrize("case", PROJECT_CASES, ids=lambda c: c.id)
+def test_project_findings(case: ProjectCase):
+    assert all(PROJECT_LINE.match(line) for line in case.expected()), "malformed expected line"
+    assert _findings(case.folder) == case.expected()
+
+
+@pytest.mark.parametrize("case", PROJECT_CASES, ids=lambda c: c.id)
+def test_project_case_is_honest(case: ProjectCase):
+    run = _run(case.folder)
+    assert_claim(case.kind(), run)
+    if case.kind() is Kind.POSITIVE:
+        patterns = [report_path_pattern(path) for path in case.expected_report_paths()]
+        assert all(any(p.match(moved) for p in patterns) for moved in run.moved), run.moved
+        assert all(any(p.match(moved) for moved in run.moved) for p in patterns), run.moved
+
+
+@pytest.mark.parametrize("case", [c for c in PROJECT_CASES if c.kind() is Kind.POSITIVE], ids=lambda c: c.id)
+def test_project_fix_stops_the_rescale_leaking(case: ProjectCase, tmp_path: pathlib.Path, capsys):
+    copy = tmp_path / case.folder.name
+    shutil.copytree(case.folder, copy)
+    assert main(["check", str(copy), "--fix", "--no-cache", "-q"]) == 0, capsys.readouterr()
+    assert _findings(copy) == []
+    before, after = _run(case.folder), _run(copy)
+    assert not after.moved, f"the report still moves after --fix: {after.moved}"
+    assert_same_training(before, after)
