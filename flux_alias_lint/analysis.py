@@ -192,7 +192,7 @@ _ENTRY_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault
 # Methods that show a helper's parameter is a container, not a tensor.
 _MAPPING_METHODS = _ENTRY_MUTATORS | {"get", "items", "values"}
 # Library functions summarised inside one another, at most: deeper calls are unknown calls.
-_MAX_SUMMARY_DEPTH = 4
+_MAX_SUMMARY_DEPTH = 2
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 import warnings
 
 import libcst as cst
 
-from .evidence import Declared, declared_returns_of
+from .evidence import Declared, declared_returns
 from .project import find_module
 
+# The longest function summarised: longer ones (training loops, not helpers) are unknown calls.
+MAX_LINES = 80
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
 
@@ -62,8 +65,8 @@ class Library:
 
     def returns(self) -> dict[str, Declared]:
         """`evidence.declared_returns` of the file."""
-        if self._returns is None:
-            self._returns = declared_returns_of(self.text)
+        self._definitions()
+        assert self._returns is not None
         return self._returns
 
     def method(self, name: str) -> Definition | None:
@@ -80,7 +83,7 @@ class Library:
 
     def _definitions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
         if self._spans is None:
-            self._spans, self._imports = {}, {}
+            self._spans, self._imports, self._returns = {}, {}, {}
             tree = self._tree
             if tree is None:
                 with warnings.catch_warnings():
@@ -90,6 +93,7 @@ class Library:
                     except _PARSE_ERRORS:
                         return self._spans
             self._tree = None  # only the spans are kept
+            self._returns = declared_returns(tree)
             for node in tree.body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self._spans[node.name] = node
@@ -111,7 +115,7 @@ class Library:
 
     def _local(self, name: str) -> Definition | None:
         node = self._definitions().get(name)
-        if node is None or isinstance(node, ast.AsyncFunctionDef):
+        if node is None or isinstance(node, ast.AsyncFunctionDef) or node.end_lineno - node.lineno >= MAX_LINES:
             return None
         lines = self.text.splitlines(keepends=True)[
             min(d.lineno for d in [node, *node.decorator_list]) - 1 : node.end_lineno
@@ -145,22 +149,19 @@ class Library:
             self._others[key] = None
             path = find_module(self.path, dotted, level)
             if path is not None:
-                try:
-                    with open(path, "rb") as handle:
-                        text = handle.read().decode("utf-8")
-                except (OSError, UnicodeDecodeError):
-                    text = None
-                if text is not None:
-                    self._others[key] = Library(path, text)
+                self._others[key] = _library_of(path)
         return self._others[key]
 
     def files(self) -> list[str]:
         """The other files whose functions were looked up: a change in any of them can change findings here."""
-        found = []
-        for other in self._others.values():
-            if other is not None:
-                found += [other.path, *other.files()]
-        return sorted(set(found))
+        seen: set[str] = {self.path}
+        stack = [self]
+        while stack:
+            for other in stack.pop()._others.values():
+                if other is not None and other.path not in seen:
+                    seen.add(other.path)
+                    stack.append(other)
+        return sorted(seen - {self.path})
 
 
 def _first_def(module: cst.Module) -> cst.FunctionDef | None:
@@ -172,3 +173,25 @@ def _first_def(module: cst.Module) -> cst.FunctionDef | None:
         if isinstance(node, cst.If) and isinstance(node.body, cst.IndentedBlock):
             body = list(node.body.body) + body
     return None
+
+
+# The project's modules as read by this process (a worker checks many files that import the same
+# helpers): by path, while the file's stamp is unchanged.
+_LIBRARIES: dict[str, tuple[tuple[int, int], Library | None]] = {}
+
+
+def _library_of(path: str) -> Library | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _LIBRARIES.get(path)
+    if cached is None or cached[0] != stamp:
+        try:
+            with open(path, "rb") as handle:
+                library = Library(path, handle.read().decode("utf-8"))
+        except (OSError, UnicodeDecodeError):
+            library = None
+        cached = _LIBRARIES[path] = (stamp, library)
+    return cached[1]

@@ -114,7 +114,7 @@ def _pieces(
     source: SourceFile, module: cst.Module | None, reaches: Reaches
 ) -> Iterator[tuple[SourceFile, cst.Module | None, Reduced | None]]:
     """What to parse (or the given module), and the triaged piece it is (None: all of `source`)."""
-    pieces = reduce_source(source.text, frozenset(reaches)) if module is None else None
+    pieces = reduce_source(source.text, frozenset(reaches), source.path) if module is None else None
     if pieces is None:
         yield source, module, None
         return

@@ -37,12 +37,15 @@ and a generated corpus, and pins the analysis' expression handlers.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
+import os
 import re
 import warnings
 from collections.abc import Iterator
 
 from .aliasing import MAPPING_CONSTRUCTORS, NUMBER_BUILTINS, NUMBER_METHODS
+from .project import find_module
 
 # Triage on/off: tests switch it off to compare against the full analysis.
 ENABLED = True
@@ -73,12 +76,13 @@ class Reduced:
 PIECE_LINES = 2_000
 
 
-def reduce_source(text: str, reached: frozenset[int] = frozenset()) -> list[Reduced] | None:
+def reduce_source(text: str, reached: frozenset[int] = frozenset(), path: str = "") -> list[Reduced] | None:
     """The units of `text` that may have a finding, in pieces of about `PIECE_LINES` lines, each
     with the module's imports. None: all of `text` must be analysed; []: none of it.
 
     `reached`: def lines of functions the project index knows a rescaling caller of; their units are
-    kept whatever their returns look like (any report type is checked there)."""
+    kept whatever their returns look like (any report type is checked there). `path`: where the text
+    is, to tell the project's own imports (their calls are summarised) from the others."""
     if not ENABLED:
         return None
     with warnings.catch_warnings():
@@ -92,7 +96,7 @@ def reduce_source(text: str, reached: frozenset[int] = frozenset()) -> list[Redu
             return None
     lines = _source_lines(text)
     imports = _module_imports(tree)
-    helpers = _helper_names(tree, imports)
+    helpers = _Helpers(tree, imports, path)
     mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
     units = list(_units(tree.body))
     kept: list[tuple[int, int, int]] = []  # (first line, last line, column), 1-based lines
@@ -102,8 +106,9 @@ def reduce_source(text: str, reached: frozenset[int] = frozenset()) -> list[Redu
         spans.append((first, last))
         span = "".join(lines[first - 1 : last])
         if any(first <= line <= last for line in reached) or (
-            _text_may_find(span, mapping_names, helpers)
+            ("return" in span or "lambda" in span)
             and ("lambda" in span or _some_return_may_fit(unit.body))
+            and (_text_may_find(span, mapping_names) or any(helpers.flags(name) for name in _CALLED.findall(span)))
             and _flow_may_find(unit, imports, helpers)
         ):
             if not _alone(lines, unit):
@@ -175,15 +180,11 @@ def _alone(lines: list[str], node: ast.stmt) -> bool:
     return not before.strip() and (not after or after.startswith(b"#"))
 
 
-def _text_may_find(span: str, mapping_names: frozenset[str], helpers: frozenset[str]) -> bool:
-    """A return (or lambda) and a way to make a dict: a display or comprehension, a subscript
-    store (the analysis turns a number or None into a dict), a mapping constructor, or a call of
-    a helper whose summary may give one."""
-    if "return" not in span and "lambda" not in span:
-        return False
-    if "{" in span or "[" in span or any(name in span for name in mapping_names):
-        return True
-    return any(name in helpers for name in _CALLED.findall(span))
+def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
+    """A way to make a dict: a display or comprehension, a subscript store (the analysis turns a
+    number or None into a dict), a mapping constructor. (Else a call of a helper, whose summary may
+    give one: the caller asks `_Helpers`, which costs more.)"""
+    return "{" in span or "[" in span or any(name in span for name in mapping_names)
 
 
 # What `_Flow._eval` may give a dict for (`D`), and a sequence (`S`), by the kind of the expression:
@@ -275,12 +276,124 @@ def _module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
-def _helper_names(tree: ast.Module, imports: frozenset[tuple[str, str]]) -> frozenset[str]:
-    """Names a call may summarise (`library.py`): every def of the file, and what it imports by name
-    from outside torch. A call of one may give any container, as the helper's summary says."""
-    names = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    names |= {local for local, full in imports if "." in full and not full.startswith("torch.")}
-    return frozenset(names)
+class _Helpers:
+    """What calling a function of the project may give, by the flow below over its own code: the
+    analysis summarises these calls (`library.py`), so a helper that returns a container makes one.
+    The defs of the file, and those imported by name from another module of the project (`from pkg.mod
+    import f`); decided per name, when a unit calls it."""
+
+    def __init__(self, tree: ast.Module, imports: frozenset[tuple[str, str]], path: str, rough: bool = False) -> None:
+        self._tree = tree
+        self._imports = imports
+        self._path = path
+        self._rough = rough  # imported helpers may return anything: no other module is read
+        self._defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] | None = None  # when first asked
+        self._imported: dict[str, tuple[str, int, str]] = {}
+        self._known: dict[str, int] = {}
+        self._twin: _Helpers | None = None
+        self.guessed = False  # the rough twin took an imported helper to return anything
+
+    @property
+    def rough(self) -> _Helpers:
+        """The same helpers, with every imported one taken to return anything."""
+        if self._rough:
+            return self
+        if self._twin is None:
+            self._twin = _Helpers(self._tree, self._imports, self._path, rough=True)
+            self._twin._defs, self._twin._imported = self._read(), self._imported
+        return self._twin
+
+    def _read(self) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+        if self._defs is None:
+            self._defs = {}
+            stack = [self._tree.body]
+            while stack:
+                for node in stack.pop():
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self._defs.setdefault(node.name, []).append(node)
+                    for field in _BLOCK_FIELDS:
+                        block = getattr(node, field, None)
+                        if isinstance(block, list):
+                            stack.append(block)
+            # local name -> (module, level, its name there), for `from <module> import <name> as <local>`
+            self._imported = {
+                alias.asname or alias.name: (node.module or "", node.level, alias.name)
+                for node in self._tree.body
+                if isinstance(node, ast.ImportFrom) and self._path and not (node.module or "").startswith("torch")
+                for alias in node.names
+            }
+        return self._defs
+
+    def flags(self, name: str) -> int:
+        """What a call of `name` may return, as flow flags (0: not a helper, or only fresh values)."""
+        if name not in self._known:
+            self._known[name] = 0  # a helper calling itself adds nothing to itself
+            self._known[name] = self._decide(name)
+        return self._known[name]
+
+    def _decide(self, name: str) -> int:
+        flags = 0
+        for node in self._read().get(name, ()):
+            flags |= _Flow(node, self._imports, self).return_flags()
+        if name in self._imported:
+            module, level, original = self._imported[name]
+            path = _project_module(self._path, module, level)
+            if path is not None and self._rough:
+                self.guessed = True
+                flags |= ALL
+            elif path is not None:
+                flags |= _imported_flags(path, original)
+        return flags
+
+
+_PROJECT_MODULES: dict[tuple[str, str, int], str | None] = {}
+
+
+def _project_module(path: str, module: str, level: int) -> str | None:
+    """`find_module`, remembered per importing directory."""
+    key = (os.path.dirname(os.path.abspath(path)), module, level)
+    if key not in _PROJECT_MODULES:
+        _PROJECT_MODULES[key] = find_module(path, module, level)
+    return _PROJECT_MODULES[key]
+
+
+# What the helpers of the project's other modules return, as this process decided them: by path and
+# stamp. Their trees are parsed when first asked and only the last few are kept.
+_IMPORTED_FLAGS: dict[tuple[str, tuple[int, int]], dict[str, int]] = {}
+_LOADED: collections.OrderedDict[tuple[str, tuple[int, int]], _Helpers | None] = collections.OrderedDict()
+_LOADED_KEPT = 64
+
+
+def _imported_flags(path: str, name: str) -> int:
+    """`_Helpers.flags` of `name` in another module of the project."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    key = (path, (st.st_mtime_ns, st.st_size))
+    decided = _IMPORTED_FLAGS.setdefault(key, {})
+    if name not in decided:
+        decided[name] = 0  # an import cycle finds nothing while this one is decided
+        helpers = _loaded(key)
+        decided[name] = helpers.flags(name) if helpers is not None else 0
+    return decided[name]
+
+
+def _loaded(key: tuple[str, tuple[int, int]]) -> _Helpers | None:
+    if key in _LOADED:
+        _LOADED.move_to_end(key)
+        return _LOADED[key]
+    try:
+        with open(key[0], "rb") as handle, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(handle.read())
+        helpers: _Helpers | None = _Helpers(tree, _module_imports(tree), key[0])
+    except (OSError, *_PARSE_ERRORS):
+        helpers = None
+    _LOADED[key] = helpers
+    if len(_LOADED) > _LOADED_KEPT:
+        _LOADED.popitem(last=False)
+    return helpers
 
 
 def _is_mapping(qualified: str) -> bool:
@@ -320,9 +433,17 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]], helpers: frozenset[str]) -> bool:
+def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]], helpers: _Helpers | None) -> bool:
+    """First with every imported helper of the project taken to return anything (no other module
+    read), then, only if that may find, with what the helpers' own code returns."""
     try:
-        return _Flow(node, imports, helpers).may_find()
+        if helpers is None:
+            return _Flow(node, imports, None).may_find()
+        rough = helpers.rough
+        rough.guessed = False
+        if not _Flow(node, imports, rough).may_find():
+            return False
+        return not rough.guessed or _Flow(node, imports, helpers).may_find()
     except RecursionError:
         return True
 
@@ -361,7 +482,7 @@ def _is_mutation(node: ast.AST) -> bool:
 class _Flow:
     """Flow-insensitive: one set of flags per name (or dotted name) over the whole unit."""
 
-    def __init__(self, tree: ast.AST, imports: frozenset[tuple[str, str]], helpers: frozenset[str]) -> None:
+    def __init__(self, tree: ast.AST, imports: frozenset[tuple[str, str]], helpers: _Helpers | None) -> None:
         self.helpers = helpers
         self.bindings: list[ast.AST] = []
         self.returns: list[ast.expr] = []
@@ -393,13 +514,26 @@ class _Flow:
     def may_find(self) -> bool:
         if not self.returns:
             return False
+        self._settle()
+        return any(self._returnable(value) for value in self.returns)
+
+    def return_flags(self) -> int:
+        """What the function may return (its own returns; a lambda's body counts as one)."""
+        if not self.returns:
+            return 0
+        self._settle()
+        flags = 0
+        for value in self.returns:
+            flags |= self._eval(value)
+        return flags
+
+    def _settle(self) -> None:
         while True:
             before = dict(self.env)
             for node in self.bindings:
                 self._statement(node)
             if self.env == before:
                 break
-        return any(self._returnable(value) for value in self.returns)
 
     def _returnable(self, value: ast.expr) -> bool:
         """Can this be `(backprop, report)` or `(backprop, n, report)` with `report` a dict?"""
@@ -562,10 +696,16 @@ class _Flow:
             elif name.startswith("torch.") and arguments & (M | D | S | H):
                 flags |= M  # an op on a number or a container: a value without storage
         func = node.func
-        if (isinstance(func, ast.Name) and func.id in self.helpers) or (
-            isinstance(func, ast.Attribute) and _dotted(func.value) == "self" and func.attr in self.helpers
-        ):
-            flags |= ALL  # a function of the project: its summary may give anything
+        helper = (
+            func.id
+            if isinstance(func, ast.Name)
+            else func.attr
+            if isinstance(func, ast.Attribute) and _dotted(func.value) == "self"
+            else None
+        )
+        returned = self.helpers.flags(helper) if helper is not None and self.helpers is not None else 0
+        if returned:  # a function of the project: what it returns, and its arguments inside what it returns
+            flags |= returned | arguments | (_holding(arguments) if returned & (D | S) else 0)
         if isinstance(node.func, ast.Attribute):
             method, receiver = node.func.attr, self._eval(node.func.value)
             if receiver & (D | S):  # the analysis' container methods

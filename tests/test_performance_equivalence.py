@@ -362,7 +362,7 @@ def test_return_shapes_the_flow_can_rule_out_are_ruled_out_by_it() -> None:
     expressions += [expressions[3].values[0], expressions[12].slice, ast.parse("[*a]", mode="eval").body.elts[0]]
     assert {type(e) for e in expressions} == set(ast.expr.__subclasses__())
     for expression in expressions:
-        flow = triage._Flow(ast.parse("pass"), frozenset(), frozenset())
+        flow = triage._Flow(ast.parse("pass"), frozenset(), None)
         flow.env = {"a": triage.ALL, "a.b": triage.ALL}
         flags = flow._eval(expression)
         if flags & triage.D:
