@@ -58,7 +58,7 @@ _MEGATRON_GATE = re.compile(
     + _LOSS_REDUCTION.encode()
     + rb"|def \w+\(\s*(?:self,\s*)?(?:data|dataloader)_iter(?:ator)?\s*(?::[^,]*)?,\s*model\b"
 )
-_MEGATRON_WORDS = (b"forward_step", b"pretrain", _LOSS_REDUCTION.encode(), b"data_iter")
+_MEGATRON_WORDS = (b"forward_step", b"pretrain", _LOSS_REDUCTION.encode(), b"data_iter", b"dataloader_iter")
 _RESCALES = (b"*=", b"/=", b".div_(", b".mul_(")
 
 
