@@ -1,0 +1,91 @@
+"""Whole-project analysis through the command line: a file checked alone gets the answer a whole-tree
+run gives (pre-commit), and a cached result is never reused once a helper it summarised has changed,
+whatever `--jobs` and the cache are."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from flux_alias_lint.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+HELPER = 'def make_report(loss):\n    return {"lm loss": loss.detach()}\n'
+FIXED_HELPER = 'def make_report(loss):\n    return {"lm loss": loss.detach().clone()}\n'
+LOSS = (
+    "import torch\nfrom reporting import make_report\n\n\n"
+    "def loss_func(output_tensor):\n    loss = torch.sum(output_tensor)\n    return loss, make_report(loss)\n"
+)
+# A list report: a finding only because the forward step in another module hands the function to Megatron.
+LIST_LOSS = "import torch\n\n\ndef masked(mask, out):\n    loss = torch.sum(out * mask)\n    return loss, [loss.detach()]\n"
+TRAIN = (
+    "import functools\n\nfrom losses import masked\n\n\n"
+    "def forward_step(data_iterator, model):\n    batch = next(data_iterator)\n"
+    '    return model(batch), functools.partial(masked, batch["mask"])\n'
+)
+
+
+def _project(tmp_path: pathlib.Path) -> pathlib.Path:
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (project / "pkg" / "reporting.py").write_text(HELPER)
+    (project / "pkg" / "loss.py").write_text(LOSS)
+    (project / "pkg" / "losses.py").write_text(LIST_LOSS)
+    (project / "pkg" / "train.py").write_text(TRAIN)
+    return project
+
+
+def _check(capsys: pytest.CaptureFixture[str], *args: str) -> list[tuple[str, int, str, str]]:
+    main(["check", *args, "--format", "json"])
+    rows = json.loads(capsys.readouterr().out)
+    return [(os.path.basename(r["path"]), r["line"], r["code"], r["context"]) for r in rows]
+
+
+def test_a_file_checked_alone_gets_its_whole_tree_context(tmp_path: pathlib.Path, capsys) -> None:
+    project = _project(tmp_path)
+    whole = _check(capsys, str(project), "--no-cache")
+    alone = _check(capsys, str(project / "pkg" / "losses.py"), "--no-cache")
+    assert ("losses.py", 6, "FAL001", "megatron") in whole
+    assert alone == [row for row in whole if row[0] == "losses.py"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_changed_helper_invalidates_the_files_that_summarised_it(
+    tmp_path: pathlib.Path, capsys, jobs: str
+) -> None:
+    project = _project(tmp_path)
+    cache = str(tmp_path / "cache")
+    first = _check(capsys, str(project), "--cache-dir", cache, "-j", jobs)
+    assert ("loss.py", 7, "FAL001", "unreached") in first
+    assert _check(capsys, str(project), "--cache-dir", cache, "-j", jobs) == first  # warm
+    helper = project / "pkg" / "reporting.py"
+    helper.write_text(FIXED_HELPER)
+    past = time.time() - 3600  # a stamp the cache trusts: only the content tells the change
+    os.utime(helper, (past, past))
+    warm = _check(capsys, str(project), "--cache-dir", cache, "-j", jobs)
+    cold = _check(capsys, str(project), "--no-cache", "-j", jobs)
+    assert warm == cold
+    assert ("loss.py", 7, "FAL001", "unreached") not in warm
+
+
+def test_pre_commit_style_run_on_one_file_through_the_cli(tmp_path: pathlib.Path) -> None:
+    project = _project(tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "flux_alias_lint", "check", "pkg/losses.py", "--no-cache", "--format", "json"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=False,
+    )
+    assert run.returncode == 1, run.stderr
+    (row,) = json.loads(run.stdout)
+    assert row["context"] == "megatron"
+    assert [step["path"] for step in row["reached_by"]] == ["pkg/train.py", "pkg/train.py"]
