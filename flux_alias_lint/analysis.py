@@ -1039,7 +1039,9 @@ class ModuleAnalysis:
             # The helper took a view or a detach of an argument: the fix copies the argument where the
             # caller passes it (its entry), since the helper's own code may be shared or out of reach.
             derived = frozenset(Alias(b.token + suffix, b.ops + alias.ops, b.entry, b.fixable) for b in base.aliases)
-            return Val(derived, tensor=base.tensor or any(op.kind is not AliasKind.VIEW for op in alias.ops))
+            keeps_dtype = all(op.kind in (AliasKind.DETACH, AliasKind.VIEW) for op in alias.ops)
+            tensor = base.tensor or any(op.kind is not AliasKind.VIEW for op in alias.ops)
+            return Val(derived, dtype=base.dtype if keeps_dtype else None, tensor=tensor)
         if token[0] == "item":
             inner = self._substitute_alias(Alias(token[1]), bound, call, helper, env)
             if inner.container:

@@ -46,8 +46,14 @@ CONVERSIONS: tuple[tuple[str, str], ...] = (
     ("{}.to(torch.bfloat16)", "bfloat16"),
 )
 # Conversions that never change dtype: `self` on a contiguous CPU tensor.
-SAME_DTYPE_CONVERSIONS = ("{}.cpu()", "{}.contiguous()", '{}.to("cpu")', "torch.as_tensor({})")
-DETACHES = ("{}.detach()", "{}.data", "torch.detach({})")
+SAME_DTYPE_CONVERSIONS = ("{}.cpu()", "{}.contiguous()", '{}.to("cpu")', "torch.as_tensor({})", "_passed({})")
+# Helpers of the generated module: the checker follows calls of them through their summaries.
+HELPERS = (
+    "def _detached(x):\n    return x.detach()\n\n\n"
+    "def _passed(x):\n    return x\n\n\n"
+    "def _copied(x):\n    return x.detach().clone()\n\n\n"
+)
+DETACHES = ("{}.detach()", "{}.data", "torch.detach({})", "_detached({})")
 VIEWS: dict[Shape, tuple[tuple[str, Shape], ...]] = {
     SCALAR: (
         ("{}.view(1)", ONE),
@@ -146,6 +152,7 @@ class _Generator:
             Expr(f"(-{code})", Tensor(t.shape, t.dtype, False)),
             Expr(f"torch.cat([{code}.reshape(-1)])", Tensor(t.shape or ONE, t.dtype, False)),
             Expr(f"copy.deepcopy({code}.detach())", t),
+            Expr(f"_copied({code})", t),
         ]
         if t.shape != TWO:
             options += [Expr(f"{code}.item()", None), Expr(f"float({code})", None)]
@@ -315,7 +322,7 @@ def generate(draw: Draw) -> tuple[str, int, int]:
     """(module source, number of branch flags, number of loops) of one generated loss function."""
     gen = _Generator(draw)
     function = gen.function()
-    return "import copy\n\nimport torch\n\n\n" + function, gen.flags, gen.loops
+    return "import copy\n\nimport torch\n\n\n" + HELPERS + function, gen.flags, gen.loops
 
 
 # ---------------------------------------------------------------- runtime truth

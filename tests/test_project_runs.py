@@ -23,7 +23,9 @@ LOSS = (
     "def loss_func(output_tensor):\n    loss = torch.sum(output_tensor)\n    return loss, make_report(loss)\n"
 )
 # A list report: a finding only because the forward step in another module hands the function to Megatron.
-LIST_LOSS = "import torch\n\n\ndef masked(mask, out):\n    loss = torch.sum(out * mask)\n    return loss, [loss.detach()]\n"
+LIST_LOSS = (
+    "import torch\n\n\ndef masked(mask, out):\n    loss = torch.sum(out * mask)\n    return loss, [loss.detach()]\n"
+)
 TRAIN = (
     "import functools\n\nfrom losses import masked\n\n\n"
     "def forward_step(data_iterator, model):\n    batch = next(data_iterator)\n"
@@ -57,9 +59,7 @@ def test_a_file_checked_alone_gets_its_whole_tree_context(tmp_path: pathlib.Path
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_changed_helper_invalidates_the_files_that_summarised_it(
-    tmp_path: pathlib.Path, capsys, jobs: str
-) -> None:
+def test_a_changed_helper_invalidates_the_files_that_summarised_it(tmp_path: pathlib.Path, capsys, jobs: str) -> None:
     project = _project(tmp_path)
     cache = str(tmp_path / "cache")
     first = _check(capsys, str(project), "--cache-dir", cache, "-j", jobs)
