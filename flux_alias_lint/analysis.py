@@ -1015,17 +1015,20 @@ class ModuleAnalysis:
     ) -> Val:
         """A value of the summary in the caller's terms: parameters become the arguments, what the
         helper allocated becomes an allocation at the call (a new one per call site)."""
-        out = Val(
-            container=val.container,
-            items=tuple((k, self._substitute(v, bound, call, helper, env)) for k, v in val.items),
-            immutable=val.immutable,
-            dtype=val.dtype,
-            length=val.length,
-            tensor=val.tensor,
-        )
-        for alias in val.aliases:
-            out = join(out, self._substitute_alias(alias, bound, call, helper, env))
-        return out
+        parts = [self._substitute_alias(alias, bound, call, helper, env) for alias in val.aliases]
+        if val.container or val.items or val.immutable or not parts:
+            items = tuple((k, self._substitute(v, bound, call, helper, env)) for k, v in val.items)
+            parts.append(
+                Val(
+                    container=val.container,
+                    items=items,
+                    immutable=val.immutable,
+                    dtype=val.dtype,
+                    length=val.length,
+                    tensor=val.tensor,
+                )
+            )
+        return join_all(parts)
 
     def _substitute_alias(
         self, alias: Alias, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
@@ -1041,7 +1044,9 @@ class ModuleAnalysis:
             derived = frozenset(Alias(b.token + suffix, b.ops + alias.ops, b.entry, b.fixable) for b in base.aliases)
             keeps_dtype = all(op.kind in (AliasKind.DETACH, AliasKind.VIEW) for op in alias.ops)
             tensor = base.tensor or any(op.kind is not AliasKind.VIEW for op in alias.ops)
-            return Val(derived, dtype=base.dtype if keeps_dtype else None, tensor=tensor)
+            same_shape = all(op.kind is AliasKind.DETACH for op in alias.ops)
+            dtype, length = base.dtype if keeps_dtype else None, base.length if same_shape else None
+            return Val(derived, dtype=dtype, length=length, tensor=tensor)
         if token[0] == "item":
             inner = self._substitute_alias(Alias(token[1]), bound, call, helper, env)
             if inner.container:
