@@ -89,3 +89,23 @@ def test_pre_commit_style_run_on_one_file_through_the_cli(tmp_path: pathlib.Path
     (row,) = json.loads(run.stdout)
     assert row["context"] == "megatron"
     assert [step["path"] for step in row["reached_by"]] == ["pkg/train.py", "pkg/train.py"]
+
+
+def test_sarif_carries_the_steps_as_related_locations(tmp_path: pathlib.Path, capsys) -> None:
+    project = _project(tmp_path)
+    main(["check", str(project / "pkg" / "losses.py"), "--no-cache", "--format", "sarif"])
+    (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert result["properties"]["context"] == "megatron"
+    steps = [(r["physicalLocation"]["region"]["startLine"], r["message"]["text"]) for r in result["relatedLocations"]]
+    assert steps == [
+        (8, "returned as the loss function by forward_step"),
+        (6, "forward_step has Megatron's forward-step signature (data_iterator, model, ...)"),
+    ]
+
+
+def test_unreached_warn_prints_but_does_not_fail(tmp_path: pathlib.Path, capsys) -> None:
+    project = _project(tmp_path)
+    (project / "pyproject.toml").write_text('[tool.flux-alias-lint]\nunreached = "warn"\n')
+    assert main(["check", str(project / "pkg" / "loss.py"), "--no-cache"]) == 0
+    assert "[unreached]" in capsys.readouterr().out
+    assert main(["check", str(project / "pkg" / "losses.py"), "--no-cache"]) == 1  # megatron: still fails
