@@ -93,7 +93,7 @@ class Val:
     dtype: str | None = None
     length: int | None = None  # size of dimension 0 where known (`torch.stack([a, b])`): resolves x[-1]
     # Positive evidence that it may be a tensor: a torch call or tensor-only method made it, a `Tensor`
-    # annotation, or (in a module that imports torch) a call or arithmetic on such a value.
+    # annotation, any method call in a module that imports torch, or arithmetic on such a value.
     tensor: bool = False
     function: cst.FunctionDef | None = None  # a nested def bound to this name: its calls use its summary
 
@@ -840,7 +840,7 @@ class ModuleAnalysis:
         left, right = self._eval(node.left, env), self._eval(node.right, env)
         if left.immutable and right.immutable:
             return IMMUTABLE
-        return self._fresh(node, tensor=left.tensor or right.tensor or self.torch_module)
+        return self._fresh(node, tensor=left.tensor or right.tensor)
 
     def _eval_UnaryOperation(self, node: cst.UnaryOperation, env: Env) -> Val:
         val = self._eval(node.expression, env)
@@ -903,7 +903,9 @@ class ModuleAnalysis:
             self._eval(arg.value, env)
         if kind is Declared.IMMUTABLE:
             return IMMUTABLE
-        return self._fresh(node, tensor=self.torch_module or kind is Declared.TENSOR)
+        # An unknown function (`runtime_of(node)`, a callable argument) is no evidence of a tensor, even in a
+        # module that imports torch: only its annotation is. Methods are (`_call_method`).
+        return self._fresh(node, tensor=kind is Declared.TENSOR)
 
     # ---- summaries: calls of the project's own functions ------------------------------
 
