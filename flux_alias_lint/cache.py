@@ -71,7 +71,7 @@ def _build_fingerprint() -> str:
 class Cache:
     def __init__(self, directory: Path, selection: Selection) -> None:
         self.directory = directory
-        settings = json.dumps([_build_fingerprint(), list(selection.select), list(selection.ignore)])
+        settings = json.dumps([_build_fingerprint(), *dataclasses.astuple(selection)])
         self.file = directory / f"check-{hashlib.blake2b(settings.encode(), digest_size=8).hexdigest()}.json"
         self.files: dict[str, list] = {}
         self.results: dict[str, list] = {}

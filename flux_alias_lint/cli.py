@@ -3,45 +3,94 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, Cache
-from .config import UNREACHED_CHOICES, Config, ConfigError, load_config, split_codes
+from .config import UNREACHED_CHOICES, Config, ConfigError, Resolver, check_selectors, parse_target_version, split_codes
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .gitignore import GitIgnore
-from .output import FORMATTERS, format_statistics, summary
+from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files
 from .progress import progress_wanted, run_summary, track
-from .project import UNREACHED, ProjectIndex
+from .project import UNREACHED, ProjectIndex, Reaches
 from .rules import RULES
-from .runner import FileResult, Mode, lint_source
-from .selection import Selection
+from .runner import FileResult, Mode, lint_source, unchecked
+from .selection import Layer, Selection, resolve
 from .source import SourceError, decode
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (`| head`)
+
+
+def _patterns(value: str) -> tuple[str, ...]:
+    return tuple(p for p in value.split(",") if p)
+
+
+def _add_file_options(command: argparse.ArgumentParser) -> None:
+    """Selection and discovery options shared by `check` and `verify`. Repeated flags add up, as in ruff."""
+    command.add_argument(
+        "--select",
+        action="extend",
+        type=split_codes,
+        metavar="CODES",
+        help="codes or prefixes to report, instead of the config's",
+    )
+    command.add_argument(
+        "--extend-select",
+        action="extend",
+        type=split_codes,
+        metavar="CODES",
+        default=[],
+        help="codes or prefixes to add",
+    )
+    command.add_argument(
+        "--ignore", action="extend", type=split_codes, metavar="CODES", default=[], help="codes or prefixes to skip"
+    )
+    command.add_argument(
+        "--target-version",
+        type=parse_target_version,
+        metavar="pyXY",
+        help="the oldest Python the code supports (default: the config's, else [project] requires-python)",
+    )
+    command.add_argument("--config", metavar="FILE", help="a pyproject.toml (or TOML file) to use for every path")
+    command.add_argument("--exclude", action="extend", type=_patterns, metavar="PATTERNS", help="replace the excludes")
+    command.add_argument(
+        "--extend-exclude", action="extend", type=_patterns, metavar="PATTERNS", default=[], help="add excludes"
+    )
+    command.add_argument("--force-exclude", action="store_true", help="apply excludes to files named explicitly too")
+    command.add_argument(
+        "--no-respect-gitignore", dest="respect_gitignore", action="store_false", help="check files git ignores too"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="flux-alias-lint",
         description="Find loss-function reports that share storage with the tensor Megatron rescales in place.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"flux-alias-lint {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    check = commands.add_parser("check", help="check files and directories (recursively, *.py)")
-    check.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories; - for stdin")
+    check = commands.add_parser("check", help="check files and directories (recursively, *.py)", allow_abbrev=False)
+    check.set_defaults(command_parser=check)
+    check.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .); - for stdin")
     fix_group = check.add_mutually_exclusive_group()
     fix_group.add_argument("--fix", action="store_true", help="insert .clone() where it is needed")
     fix_group.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
-    check.add_argument("--select", type=split_codes, help="comma-separated codes or prefixes to report")
-    check.add_argument("--ignore", type=split_codes, default=(), help="comma-separated codes or prefixes to skip")
-    check.add_argument("--format", choices=sorted(FORMATTERS), default="text", dest="output_format")
+    _add_file_options(check)
+    check.add_argument("--output-format", "--format", choices=sorted(FORMATTERS), default="text", dest="output_format")
+    check.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if there are findings")
     check.add_argument(
         "--unreached",
@@ -53,14 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     check.add_argument("--statistics", action="store_true", help="print counts per rule instead of findings")
-    check.add_argument("--config", metavar="FILE", help="pyproject.toml (or a TOML file) to read settings from")
-    check.add_argument("--exclude", type=lambda v: tuple(p for p in v.split(",") if p), help="replace the excludes")
-    check.add_argument("--extend-exclude", type=lambda v: tuple(p for p in v.split(",") if p), default=())
-    check.add_argument("--force-exclude", action="store_true", help="apply excludes to files named explicitly too")
-    check.add_argument(
-        "--no-respect-gitignore", dest="respect_gitignore", action="store_false", help="check files git ignores too"
-    )
-    check.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
+    check.add_argument("--show-fixes", action="store_true", help="with --fix: list what was fixed, per file and rule")
+    check.add_argument("--stdin-filename", metavar="PATH", help="read the source from stdin and report it as PATH")
     check.add_argument("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: all cores)")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
     check.add_argument(
@@ -74,8 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="confirm each finding by running it through Megatron's rescale, before and after its fix "
         "(needs the harness extra: torch and megatron-core)",
+        allow_abbrev=False,
     )
-    verify.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories")
+    verify.set_defaults(command_parser=verify)
+    verify.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .)")
     verify.add_argument(
         "--profile",
         default="installed",
@@ -83,22 +128,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--num-microbatches", type=int, default=2)
     verify.add_argument("--cp-group-size", type=int, default=1)
-    verify.add_argument("--format", choices=("text", "json"), default="text", dest="output_format")
-    for name, help_text in (("--select", "codes or prefixes to verify"), ("--ignore", "codes or prefixes to skip")):
-        verify.add_argument(name, type=split_codes, default=None if name == "--select" else (), help=help_text)
-    verify.add_argument("--config", metavar="FILE")
-    verify.add_argument("--exclude", type=lambda v: tuple(p for p in v.split(",") if p))
-    verify.add_argument("--extend-exclude", type=lambda v: tuple(p for p in v.split(",") if p), default=())
-    verify.add_argument("--force-exclude", action="store_true")
-    verify.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false")
+    verify.add_argument("--output-format", "--format", choices=("text", "json"), default="text", dest="output_format")
+    _add_file_options(verify)
 
-    rule = commands.add_parser("rule", help="print a rule's documentation")
+    rule = commands.add_parser("rule", help="print a rule's documentation", allow_abbrev=False)
+    rule.set_defaults(command_parser=rule)
     rule.add_argument("code", nargs="?", help="e.g. FAL001; omit to list all rules")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """The entry point. Ctrl-C exits 130 and a closed stdout (`| head`) exits quietly, without a traceback."""
+    previous = _quiet_workers_on_interrupt()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that raises nothing either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _quiet_workers_on_interrupt() -> signal.Handlers | None:
+    """Ctrl-C reaches the forked workers too: they leave quietly and the parent reports once."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    parent = os.getpid()
+
+    def interrupted(signum: int, frame: object) -> None:
+        if os.getpid() != parent:
+            os._exit(EXIT_INTERRUPTED)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, interrupted)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # argparse leaves these to the top-level parser, whose usage is not the one that helps
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "rule":
         return _rule(args.code)
     try:
@@ -121,74 +193,115 @@ def _rule(code: str | None) -> int:
     return EXIT_CLEAN
 
 
-def _selection(args: argparse.Namespace, config: Config) -> Selection:
-    select = args.select or config.select
-    ignore = tuple(config.ignore) + tuple(args.ignore)
-    for code in (*select, *ignore):
-        if not any(known.startswith(code) for known in RULES):
-            raise ConfigError(f"unknown rule selector {code!r}; known rules: {', '.join(RULES)}")
-    return Selection(tuple(select), ignore)
+class _Settings:
+    """Per-file settings: the nearest config's selection and excludes, with the command line on top."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        for option in ("select", "extend_select", "ignore"):
+            check_selectors(getattr(args, option) or (), where=f"--{option.replace('_', '-')}")
+        self.args = args
+        self.cwd = Path.cwd().resolve()
+        self.config = Resolver(args.config, self.cwd)
+        self._cli = Layer(args.select, tuple(args.extend_select), tuple(args.ignore))
+        self._excluders: dict[Config, Excluder] = {}
+        self._selections: dict[tuple[Config, tuple[str, ...]], Selection] = {}
+
+    def selection(self, path: str) -> Selection:
+        config = self.config(Path(path))
+        key = (config, config.ignored_for(path))
+        if key not in self._selections:
+            layer = Layer(config.select, config.extend_select, config.ignore)
+            target = self.args.target_version or config.target_version
+            selection = resolve(tuple(RULES), [layer, self._cli], key[1])
+            self._selections[key] = dataclasses.replace(selection, target_version=target)
+        return self._selections[key]
+
+    def excluded(self, path: Path) -> bool:
+        config = self.config(path)
+        excluder = self._excluders.get(config)
+        if excluder is None:
+            args = self.args
+            patterns = next(p for p in (args.exclude, config.exclude, DEFAULT_EXCLUDE) if p is not None)
+            patterns = (*patterns, *config.extend_exclude, *args.extend_exclude)
+            excluder = self._excluders[config] = Excluder(patterns, config.root or self.cwd)
+        return excluder(path)
+
+    def cache_dir(self, path: str) -> Path:
+        """Next to the pyproject.toml that configured the file, else the working directory, like ruff."""
+        if self.args.cache_dir:
+            return Path(self.args.cache_dir)
+        return (self.config(Path(path)).root or self.cwd) / CACHE_DIR_NAME
+
+    def files(self) -> tuple[list[str], list[str]]:
+        gitignore = GitIgnore() if self.args.respect_gitignore else None
+        return discover(self.args.paths, self.excluded, self.args.force_exclude, gitignore)
 
 
 def _mode(args: argparse.Namespace) -> Mode:
     return Mode.FIX if args.fix else Mode.DIFF if args.diff else Mode.CHECK
 
 
-def _config(args: argparse.Namespace) -> Config:
-    stdin = args.paths == ["-"]
-    stdin_name = getattr(args, "stdin_filename", None)
-    start = Path(stdin_name if stdin and stdin_name else (args.paths[0] if args.paths else "."))
-    return load_config(args.config, start if start.exists() else Path.cwd())
-
-
-def _files(args: argparse.Namespace, config: Config) -> tuple[list[str], list[str]]:
-    patterns = next(p for p in (args.exclude, config.exclude, DEFAULT_EXCLUDE) if p is not None)
-    excluder = Excluder((*patterns, *config.extend_exclude, *args.extend_exclude), config.root or Path.cwd().resolve())
-    gitignore = GitIgnore() if args.respect_gitignore else None
-    return discover(args.paths, excluder, args.force_exclude, gitignore)
-
-
 def _check(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    usage = args.command_parser.error
+    stdin = args.stdin = args.paths == ["-"] or (not args.paths and args.stdin_filename is not None)
     if "-" in args.paths and len(args.paths) > 1:
-        raise ConfigError("`-` (read stdin) cannot be combined with other paths")
-    if args.statistics and args.output_format != "text":
-        raise ConfigError("--statistics prints a text table; it cannot be combined with --format")
-    config = _config(args)
-    selection = _selection(args, config)
-    stdin = args.paths == ["-"]
-    if stdin:
-        results, errors = [_check_stdin(args, selection)], []
-    else:
-        files, errors = _files(args, config)
-        index = ProjectIndex.for_paths(files)
-        cache = None if args.no_cache else Cache(_cache_dir(args, config), selection)
-        pending: Iterable[FileResult] = check_files(
-            files, selection, _mode(args), jobs=args.jobs, cache=cache, reached=index.reached_by_path()
+        usage("`-` (read stdin) cannot be combined with other paths")
+    if args.stdin_filename is not None and not stdin:
+        usage("--stdin-filename names the source read from stdin; it cannot be combined with paths")
+    if args.statistics and args.output_format not in ("text", "json"):
+        usage(
+            "--statistics prints a text or json table; it cannot be combined with --output-format " + args.output_format
         )
+    args.paths = args.paths or ["."]
+    settings = _Settings(args)
+    if stdin:
+        results, errors = [_check_stdin(args, settings)], []
+    else:
+        files, errors = settings.files()
+        if not files and not errors:
+            print("flux-alias-lint: warning: No Python files found under the given path(s)", file=sys.stderr)
+        reached = ProjectIndex.for_paths(files).reached_by_path()
+        pending = _check_grouped(files, settings, _mode(args), reached)
         if not args.quiet and progress_wanted(sys.stderr):
             pending = track(pending, len(files))
-        results = list(pending)
-    code = _report(args, results, errors, args.unreached or config.unreached)
+        by_path = dict(pending)
+        results = [by_path[path] for path in files]
+    code = _report(args, results, errors, settings)
     if (args.fix or args.diff) and not stdin and not args.quiet:
         unchecked = len(errors) + sum(r.error is not None for r in results)
         sys.stderr.write(run_summary(results, unchecked, time.monotonic() - started, diff=args.diff))
     return code
 
 
+def _check_grouped(
+    files: list[str], settings: _Settings, mode: Mode, reached: Mapping[str, Reaches]
+) -> Iterator[tuple[str, FileResult]]:
+    """Files with the same selection and cache go through `check_files` together; `reached`: see `check_files`."""
+    groups: dict[tuple[Selection, Path], list[str]] = {}
+    for path in files:
+        groups.setdefault((settings.selection(path), settings.cache_dir(path)), []).append(path)
+    args = settings.args
+    for (selection, cache_dir), paths in groups.items():
+        cache = None if args.no_cache else Cache(cache_dir, selection)
+        yield from zip(
+            paths, check_files(paths, selection, mode, jobs=args.jobs, cache=cache, reached=reached), strict=True
+        )
+
+
 def _verify(args: argparse.Namespace) -> int:
-    config = _config(args)
-    selection = _selection(args, config)
-    files, errors = _files(args, config)
+    args.paths = args.paths or ["."]
+    settings = _Settings(args)
+    files, errors = settings.files()
     try:
         from .harness.verify import Settings, verify_file
     except ImportError as exc:  # HarnessUnavailableError names what to install
         print(f"flux-alias-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    settings = Settings(args.profile, args.num_microbatches, args.cp_group_size)
+    scenario = Settings(args.profile, args.num_microbatches, args.cp_group_size)
     verdicts = []
     for path in files:
-        found, error = verify_file(path, selection, settings)
+        found, error = verify_file(path, settings.selection(path), scenario)
         verdicts.extend(found)
         if error:
             errors.append(error)
@@ -213,51 +326,66 @@ def _positive(value: str) -> int:
     return number
 
 
-def _cache_dir(args: argparse.Namespace, config: Config) -> Path:
-    """Next to the pyproject.toml that configured the run, else the working directory, like ruff."""
-    if args.cache_dir:
-        return Path(args.cache_dir)
-    return (config.root or Path.cwd()) / CACHE_DIR_NAME
-
-
-def _check_stdin(args: argparse.Namespace, selection: Selection) -> FileResult:
+def _check_stdin(args: argparse.Namespace, settings: _Settings) -> FileResult:
     path = args.stdin_filename or "-"
+    selection = settings.selection(path if args.stdin_filename else "stdin.py")
     try:
-        source = decode(sys.stdin.buffer.read(), path)
-        result, text = lint_source(source, selection, _mode(args))
-    except SourceError as exc:
-        return FileResult(path, error=str(exc))
+        data = sys.stdin.buffer.read()
     except OSError as exc:
-        return FileResult(path, error=f"{path}: cannot read stdin: {exc.strerror or exc}")
+        return unchecked(SourceError(path, f"cannot read stdin: {exc.strerror or exc}"), selection)
+    try:
+        source = decode(data, path)
+        result, text = lint_source(source, selection, _mode(args))
+        fixed = source.encode(text)
+    except SourceError as exc:
+        result, fixed = unchecked(exc, selection), data
     if args.fix:
-        sys.stdout.buffer.write(source.encode(text))  # an editor replaces the buffer with this
+        sys.stdout.buffer.write(fixed)  # an editor replaces the buffer with this: unchanged if unfixable
         sys.stdout.flush()
     return result
 
 
-def _report(args: argparse.Namespace, results: list[FileResult], errors: list[str], unreached: str) -> int:
-    # With --fix on stdin, stdout carries the fixed source: everything else goes to stderr.
-    out = sys.stderr if args.fix and args.paths == ["-"] else sys.stdout
+def _report(args: argparse.Namespace, results: list[FileResult], errors: list[str], settings: _Settings) -> int:
     findings = sorted(f for r in results for f in r.findings)
     errors = errors + [r.error for r in results if r.error]
+    warnings = [r.warning for r in results if r.warning]
     for line in errors:
         print(f"flux-alias-lint: error: {line}", file=sys.stderr)
+    for line in warnings:
+        print(f"flux-alias-lint: warning: {line}", file=sys.stderr)
     if args.diff:
-        out.write("".join(r.diff for r in results))
+        report = "".join(r.diff for r in results)
     elif args.statistics:
-        out.write(format_statistics(findings))
+        report = format_statistics(findings, args.output_format)
     else:
-        out.write(FORMATTERS[args.output_format](findings))
+        report = FORMATTERS[args.output_format](findings)
+        fixes = format_fixes([(r.path, r.fixed_codes) for r in results]) if args.show_fixes and args.fix else ""
+        if args.output_format == "text" and fixes:
+            report += ("\n" if report else "") + fixes
         if args.output_format == "text" and not args.quiet:
-            out.write(summary(findings, sum(r.fixed for r in results), len(errors)))
-    out.flush()
+            report += summary(findings, sum(r.fixed for r in results), len(errors), len(warnings))
+    if args.output_file:
+        try:
+            Path(args.output_file).write_text(report, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{args.output_file}: cannot write the report: {exc.strerror or exc}") from None
+    else:
+        # With --fix on stdin, stdout carries the fixed source: the report goes to stderr.
+        out = sys.stderr if args.fix and args.stdin else sys.stdout
+        out.write(report)
+        out.flush()
     if errors:
         return EXIT_ERROR
     if args.diff:
         return EXIT_FINDINGS if any(r.changed for r in results) and not args.exit_zero else EXIT_CLEAN
     if args.fix and args.exit_non_zero_on_fix and any(r.changed for r in results):
         return EXIT_FINDINGS
-    failing = [f for f in findings if f.context != UNREACHED or unreached == "error"]
+    # `unreached = "warn"` (the file's config, or --unreached): such findings print but do not fail the run.
+    failing = [
+        f
+        for f in findings
+        if f.context != UNREACHED or (args.unreached or settings.config(Path(f.path)).unreached) == "error"
+    ]
     if failing and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN

@@ -1,11 +1,22 @@
-"""`[tool.flux-alias-lint]` in the nearest pyproject.toml (or the file given with --config)."""
+"""`[tool.flux-alias-lint]` settings: each file takes them from its nearest pyproject.toml, as in ruff.
+
+The closest `pyproject.toml` with our table wins and parent ones are not merged in (a closer one
+without it still gives the target Python through `requires-python`). A file with
+none above it takes the settings found from the working directory, else the defaults. `--config`
+replaces all of this with one file for every path.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import functools
 import os
+import re
 import tomllib
 from pathlib import Path
+
+from .rules import RULES
 
 
 class ConfigError(Exception):
@@ -14,18 +25,38 @@ class ConfigError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    select: tuple[str, ...] = ("FAL",)
+    select: tuple[str, ...] | None = None  # None: not given (every rule)
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] | None = None  # None: the default excludes
     extend_exclude: tuple[str, ...] = ()
     # "warn": findings in functions nothing is known to rescale (context "unreached") print but do not fail the run.
     unreached: str = "error"
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, codes)
+    target_version: tuple[int, int] | None = None  # the oldest Python the project supports
     root: Path | None = None  # the directory of the file the settings came from
     source: Path | None = None
 
+    def ignored_for(self, path: str) -> tuple[str, ...]:
+        """The `per-file-ignores` codes for `path`: globs match its path below `root`, or its name."""
+        if not self.per_file_ignores:
+            return ()
+        absolute = Path(os.path.abspath(path))
+        rel = relative(absolute, self.root).replace(os.sep, "/") if self.root else absolute.as_posix()
+        return tuple(
+            code
+            for pattern, codes in self.per_file_ignores
+            if fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(absolute.name, pattern)
+            for code in codes
+        )
 
-_KEYS = {"select", "ignore", "exclude", "extend-exclude", "unreached"}
+
+_LISTS = {"select", "extend-select", "ignore", "exclude", "extend-exclude"}
+_CODE_LISTS = {"select", "extend-select", "ignore"}
+_KEYS = _LISTS | {"per-file-ignores", "target-version", "unreached"}
 UNREACHED_CHOICES = ("error", "warn")
+_TARGET = re.compile(r"py3(\d+)")
+_REQUIRES = re.compile(r">=?\s*3\.(\d+)")
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -38,39 +69,120 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def _table(path: Path, required: bool) -> dict[str, object] | None:
+@functools.cache  # a pyproject.toml is read once per run, however many files it configures
+def _load(path: Path) -> dict[str, object]:
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def _table(path: Path, required: bool) -> dict[str, object] | None:
+    data = _load(path)
     table = data.get("tool", {}).get("flux-alias-lint")
     if table is None and required and path.name != "pyproject.toml":
         table = data  # a dedicated config file may hold the keys at top level
     return table
 
 
-def load_config(explicit: str | None, start: Path) -> Config:
-    path = Path(explicit) if explicit else find_pyproject(start.resolve())
-    if path is None:
-        return Config()
+def load_config(path: Path) -> Config:
+    """The settings in `path` (a pyproject.toml, or a TOML file given with --config)."""
     table = _table(path, required=True) or {}
     unknown = sorted(set(table) - _KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown option(s) in [tool.flux-alias-lint]: {', '.join(unknown)}")
-    values: dict[str, tuple[str, ...] | str] = {}
-    for key, value in table.items():
-        if key == "unreached":
-            if value not in UNREACHED_CHOICES:
-                raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_CHOICES))}")
-            values[key] = value
-            continue
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{path}: `{key}` must be a list of strings")
-        values[key.replace("-", "_")] = tuple(value)
-    return Config(**values, root=path.resolve().parent, source=path)
+    values: dict[str, object] = {}
+    for key in _LISTS & set(table):
+        values[key.replace("-", "_")] = _strings(path, key, table[key], codes=key in _CODE_LISTS)
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
+    values["per_file_ignores"] = tuple(
+        (glob, _strings(path, f"per-file-ignores.{glob}", codes, codes=True)) for glob, codes in per_file.items()
+    )
+    values["target_version"] = _target_version(path, table)
+    if "unreached" in table:
+        if table["unreached"] not in UNREACHED_CHOICES:
+            raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_CHOICES))}")
+        values["unreached"] = table["unreached"]
+    return Config(**values, root=path.resolve().parent, source=path)  # type: ignore[arg-type]
+
+
+def _strings(path: Path, key: str, value: object, *, codes: bool) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: `{key}` must be a list of strings")
+    if codes:
+        value = [v.upper() for v in value]
+        check_selectors(value, where=f"{path}: `{key}`")
+    return tuple(value)
+
+
+def _target_version(path: Path, table: dict[str, object]) -> tuple[int, int] | None:
+    """`target-version = "py312"`, else the minimum of `[project] requires-python` (as ruff infers it)."""
+    if "target-version" in table:
+        try:
+            return parse_target_version(str(table["target-version"]))
+        except ValueError as exc:
+            raise ConfigError(f"{path}: `target-version`: {exc}") from None
+    return _requires_python(path) if path.name == "pyproject.toml" else None
+
+
+def _requires_python(path: Path) -> tuple[int, int] | None:
+    requires = _load(path).get("project", {}).get("requires-python")
+    match = _REQUIRES.search(requires) if isinstance(requires, str) else None
+    return (3, int(match[1])) if match else None
+
+
+def parse_target_version(value: str) -> tuple[int, int]:
+    """`py312` → (3, 12), as ruff spells it."""
+    match = _TARGET.fullmatch(value)
+    if not match:
+        raise ValueError(f"{value!r} is not a version such as py312")
+    return 3, int(match[1])
+
+
+def check_selectors(selectors: list[str] | tuple[str, ...], where: str) -> None:
+    for code in selectors:
+        if not any(known.startswith(code) for known in RULES):
+            raise ConfigError(f"{where}: unknown rule selector {code!r}; known rules: {', '.join(RULES)}")
+
+
+class Resolver:
+    """The `Config` for each path, looked up once per directory."""
+
+    def __init__(self, explicit: str | None, cwd: Path) -> None:
+        _load.cache_clear()  # a new run reads the files afresh: they may have changed since the last
+        self._fixed = load_config(Path(explicit)) if explicit else None
+        self._by_dir: dict[Path, Config] = {}
+        if self._fixed is None:
+            found = find_pyproject(cwd.resolve())
+            self._fallback = load_config(found) if found else Config()
+
+    def __call__(self, path: Path) -> Config:
+        """The settings for the file (or directory) `path`: those of the directory holding it."""
+        if self._fixed is not None:
+            return self._fixed
+        return self._directory(Path(os.path.abspath(path)).parent)
+
+    def _directory(self, directory: Path) -> Config:
+        config = self._by_dir.get(directory)
+        if config is None:
+            candidate = directory / "pyproject.toml"
+            if candidate.is_file() and _table(candidate, required=False) is not None:
+                config = load_config(candidate)
+            elif directory.parent == directory:
+                config = self._fallback
+            else:
+                config = self._directory(directory.parent)
+                # A package's own pyproject.toml without our table still says which Python it targets.
+                target = _requires_python(candidate) if candidate.is_file() else None
+                if target is not None:
+                    config = dataclasses.replace(config, target_version=target)
+            self._by_dir[directory] = config
+        return config
 
 
 def split_codes(value: str) -> tuple[str, ...]:

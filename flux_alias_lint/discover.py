@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .gitignore import GitIgnore
@@ -72,7 +72,10 @@ class Excluder:
 
 
 def discover(
-    paths: Sequence[str], excluded: Excluder, force_exclude: bool = False, gitignore: GitIgnore | None = None
+    paths: Sequence[str],
+    excluded: Callable[[Path], bool],
+    force_exclude: bool = False,
+    gitignore: GitIgnore | None = None,
 ) -> tuple[list[str], list[str]]:
     """(files in a stable order, one-line errors for paths that do not exist).
 
@@ -103,7 +106,7 @@ def discover(
     return unique, errors
 
 
-def _walk(top: Path, excluded: Excluder, gitignore: GitIgnore | None) -> list[str]:
+def _walk(top: Path, excluded: Callable[[Path], bool], gitignore: GitIgnore | None) -> list[str]:
     def skip(path: Path, is_dir: bool) -> bool:
         return excluded(path) or (gitignore is not None and gitignore.ignored(path, is_dir))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
@@ -18,24 +19,22 @@ from .positions import node_spans
 from .project import UNREACHED_REACH, ProjectIndex, Reach
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
-from .source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
+from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
 from .triage import Reduced, reduce_source
 
 _RELATION = {
     "FAL001": "is a detached alias of",
     "FAL002": "is",
-    "FAL003": "is a view sharing storage with",
-    "FAL004": "may return the same storage as",
+    "FAL003": "is a view of",
+    "FAL004": "may alias",
 }
 
 
 def _message(raw: RawFinding, expression: str) -> str:
-    if len(expression) > 60 or "\n" in expression:
-        expression = expression.replace("\n", " ")[:57] + "..."
-    return (
-        f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`, "
-        f"which Megatron rescales in place before reading the report; copy it with .clone()"
-    )
+    """One short line; why it is a bug and how to fix it are in `flux-alias-lint rule CODE`."""
+    if len(expression) > 28 or "\n" in expression:
+        expression = expression.replace("\n", " ")[:25] + "..."
+    return f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,11 +130,37 @@ def _analyze_piece(
     piece: Reduced | None,
     context: _Context,
 ) -> list[Located]:
-    depth = nesting_depth(parse_from)
+    rejected = None
+    try:
+        depth = nesting_depth(parse_from)
+    except SourceError as error:
+        if not _newer_syntax_allowed(error, parse_from, selection):
+            raise
+        rejected, depth = error, MAX_DEPTH  # no CPython tree to measure: libcst gets the deepest stack
     try:
         return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from, piece, context)
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to analyse") from None
+    except SourceError:
+        if rejected is not None:
+            raise rejected from None  # not newer syntax after all: CPython's message is the better one
+        raise
+
+
+# Without CPython's tree nothing bounds libcst's nesting but the text: on the deep stack it survives
+# 200,000 levels, and a file cannot nest deeper than it has characters.
+_UNMEASURED_LIMIT = 200_000
+
+
+def _newer_syntax_allowed(error: SourceError, parse_from: SourceFile, selection: Selection) -> bool:
+    """CPython rejected the text, but the project targets a newer Python whose syntax libcst reads."""
+    target = selection.target_version
+    return (
+        target is not None
+        and target > sys.version_info[:2]
+        and error.reason.startswith("syntax error")
+        and len(parse_from.text) <= _UNMEASURED_LIMIT
+    )
 
 
 def _analyze_parsed(

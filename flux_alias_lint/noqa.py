@@ -1,13 +1,25 @@
-"""`# noqa` and `# noqa: FAL001, FAL003` suppressions, as in flake8 and ruff."""
+"""`# noqa` suppressions, as in flake8 and ruff.
+
+On a line: `# noqa` or `# noqa: FAL001, FAL003`. For the whole file, anywhere in it:
+`# flux-alias-lint: noqa` or `# ruff: noqa` (optionally `: FAL001`), and flake8's `# flake8: noqa`.
+"""
 
 from __future__ import annotations
 
 import re
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+_CODES = r"(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)"
+_NOQA = re.compile(rf"#\s*noqa(?::\s*{_CODES})?", re.IGNORECASE)
+_FILE_NOQA = re.compile(rf"#\s*(?:flux-alias-lint|ruff|flake8)\s*:\s*noqa(?::\s*{_CODES})?", re.IGNORECASE)
 
-# line number (1-based) → suppressed codes, or None when the comment names no codes (all)
+# line number (1-based; 0 for the whole file) → suppressed codes, or None when the comment names no codes (all)
 Suppressions = dict[int, "frozenset[str] | None"]
+FILE = 0
+
+
+def _codes(match: re.Match[str]) -> frozenset[str] | None:
+    codes = match.group("codes")
+    return frozenset(c.upper() for c in re.split(r"[\s,]+", codes)) if codes else None
 
 
 def parse_suppressions(text: str) -> Suppressions:
@@ -15,16 +27,20 @@ def parse_suppressions(text: str) -> Suppressions:
     if "noqa" not in text.lower():
         return found
     for number, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
+        exempt = _FILE_NOQA.search(line)
+        if exempt:
+            codes, before = _codes(exempt), found.get(FILE, frozenset())
+            found[FILE] = None if codes is None or before is None else before | codes
+            continue
         match = _NOQA.search(line)
         if match:
-            codes = match.group("codes")
-            found[number] = frozenset(c.upper() for c in re.split(r"[\s,]+", codes)) if codes else None
+            found[number] = _codes(match)
     return found
 
 
 def is_suppressed(suppressions: Suppressions, code: str, lines: tuple[int, ...]) -> bool:
-    """A finding is suppressed by a matching `# noqa` on its first or last line."""
-    for line in lines:
+    """A finding is suppressed by a matching `# noqa` on its first or last line, or for the whole file."""
+    for line in (FILE, *lines):
         if line in suppressions:
             codes = suppressions[line]
             if codes is None or code in codes:

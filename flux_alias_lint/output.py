@@ -12,15 +12,19 @@ from .rules import RULES
 
 
 def format_text(findings: Sequence[Finding]) -> str:
-    return "".join(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message} [{_context(f)}]\n" for f in findings)
+    """`path:line:col: CODE [*] message [context]`, the `[*]` marking what `--fix` can fix (ruff's concise format)."""
+    return "".join(
+        f"{f.path}:{f.line}:{f.column}: {f.code} {'[*] ' if f.fixable else ''}{f.message}{_context(f)}\n"
+        for f in findings
+    )
 
 
 def _context(finding: Finding) -> str:
-    """`megatron via path:line` (the call that rescales: the last step), or `unreached`."""
+    """` [megatron via path:line]` (the call that rescales: the last step), ` [unreached]`, or nothing (FAL000)."""
     if not finding.reached_by:
-        return finding.context
+        return f" [{finding.context}]" if finding.context else ""
     last = finding.reached_by[-1]
-    return f"{finding.context} via {last.path}:{last.line}"
+    return f" [{finding.context} via {last.path}:{last.line}]"
 
 
 def format_json(findings: Sequence[Finding]) -> str:
@@ -37,23 +41,43 @@ FORMATTERS: dict[str, Callable[[Sequence[Finding]], str]] = {
 }
 
 
-def format_statistics(findings: Sequence[Finding]) -> str:
+def format_statistics(findings: Sequence[Finding], output_format: str = "text") -> str:
+    """Counts per rule, most frequent first; `[*]` (json: `fixable`) when every one is fixable."""
     counts = collections.Counter(f.code for f in findings)
     fixable = collections.Counter(f.code for f in findings if f.fixable)
-    lines = []
-    for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
-        marker = "[*]" if fixable[code] == count else "[ ]"
-        lines.append(f"{count:>5}\t{code}\t{marker} {RULES[code].name}\n")
+    rows = [
+        {"code": code, "name": RULES[code].name, "count": count, "fixable": fixable[code] == count}
+        for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    if output_format == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    return "".join(f"{r['count']:>5}\t{r['code']}\t{'[*]' if r['fixable'] else '[ ]'} {r['name']}\n" for r in rows)
+
+
+def format_fixes(fixed: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """`--show-fixes`: what `--fix` fixed (or `--diff` would fix), per file and rule, as ruff lists it."""
+    fixed = [(path, codes) for path, codes in fixed if codes]
+    if not fixed:
+        return ""
+    total = sum(len(codes) for _, codes in fixed)
+    lines = [f"Fixed {total} error{'s' if total != 1 else ''}:\n"]
+    for path, codes in fixed:
+        lines.append(f"- {path}:\n")
+        for code, count in sorted(collections.Counter(codes).items()):
+            lines.append(f"    {count} \u00d7 {code} ({RULES[code].name})\n")
     return "".join(lines)
 
 
-def summary(findings: Sequence[Finding], fixed: int, unchecked: int = 0) -> str:
-    remaining = len(findings)
+def summary(findings: Sequence[Finding], fixed: int, unchecked: int = 0, not_fixed: int = 0) -> str:
+    """The closing lines of text output: `unchecked` files cost a checker error, `not_fixed` were left alone."""
+    tail = ""
     if unchecked:
         files = "file" if unchecked == 1 else "files"
-        tail = f"{unchecked} {files} could not be checked (see the errors above).\n"
-    else:
-        tail = ""
+        tail += f"{unchecked} {files} could not be checked (see the errors above).\n"
+    if not_fixed:
+        files = "file was" if not_fixed == 1 else "files were"
+        tail += f"{not_fixed} {files} not fixed (see the warnings above).\n"
+    remaining = len(findings)
     if remaining == 0 and fixed == 0:
         return tail or "All checks passed!\n"
     plural = "s" if remaining + fixed != 1 else ""

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO, TypeVar
 
 from .runner import FileResult
+from .selection import UNCHECKED
 
 T = TypeVar("T")
 
@@ -55,18 +56,23 @@ def _plural(count: int, word: str) -> str:
 
 
 def run_summary(results: Sequence[FileResult], unchecked: int, elapsed: float, *, diff: bool) -> str:
-    """What a `--fix`/`--diff` run did: files scanned, findings by rule, files changed, files not checked."""
-    found = collections.Counter(f.code for r in results for f in r.findings)
+    """What a `--fix`/`--diff` run did: files scanned, findings by rule, files changed, files not checked
+    (`unchecked`: paths that do not exist and checker errors; FAL000 files are counted here) or not fixed."""
+    found = collections.Counter(f.code for r in results for f in r.findings if f.code != UNCHECKED)
     found.update(code for r in results for code in r.fixed_codes)
     fixed = sum(len(r.fixed_codes) for r in results)
     changed = sum(r.changed for r in results)
-    scanned = sum(r.error is None for r in results)
+    invalid = sum(any(f.code == UNCHECKED for f in r.findings) for r in results)
+    not_fixed = sum(r.warning is not None for r in results)
+    unchecked_results = sum(r.error is not None for r in results)
     by_rule = ", ".join(f"{code}: {count}" for code, count in sorted(found.items()))
     lines = [
-        f"Scanned {_plural(scanned, 'file')} in {elapsed:.2f}s.",
+        f"Scanned {_plural(len(results) - invalid - unchecked_results, 'file')} in {elapsed:.2f}s.",
         f"Findings: {sum(found.values())}" + (f" ({by_rule})" if by_rule else "") + ".",
         (f"Would fix {fixed}, changing " if diff else f"Fixed {fixed}, changed ") + f"{_plural(changed, 'file')}.",
     ]
-    if unchecked:
-        lines.append(f"Could not be checked: {_plural(unchecked, 'file')} (see the errors above).")
+    if unchecked + invalid:
+        lines.append(f"Could not be checked: {_plural(unchecked + invalid, 'file')} (see above).")
+    if not_fixed:
+        lines.append(f"Not fixed: {_plural(not_fixed, 'file')} (see the warnings above).")
     return "".join(line + "\n" for line in lines)

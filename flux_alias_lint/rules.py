@@ -28,6 +28,31 @@ RULES: dict[str, Rule] = {
     rule.code: rule
     for rule in (
         Rule(
+            "FAL000",
+            "invalid-syntax",
+            "the file could not be read, decoded or parsed, so it was not checked",
+            """\
+## What it does
+Reports a file the checker could not analyse: a syntax error (Python 2 code, or syntax newer
+than the project's target version), bytes that are not valid in the file's encoding, NUL bytes,
+a file that cannot be read, or nesting too deep to parse safely. The message says which.
+
+## Why is this bad?
+Nothing in the file was checked, so a loss function in it may alias the backprop tensor
+unnoticed. Like ruff's `invalid-syntax`, it is a finding in every output format (so CI sees
+it) and `--exit-zero` applies to it.
+
+## Example
+```python
+print "step", step  # Python 2
+```
+
+## Fix
+Fix the file, or exclude it (`extend-exclude`). It is reported whatever `select` says; only an
+`ignore` or `per-file-ignores` entry naming `FAL000` exactly turns it off.
+""",
+        ),
+        Rule(
             "FAL001",
             "detached-alias-in-report",
             "a `.detach()`/`.data` alias of the backprop tensor is in the report",

@@ -7,12 +7,13 @@ import dataclasses
 import difflib
 import enum
 import os
+import re
 import stat
 import tempfile
 
 from .finding import Finding
 from .project import Reaches
-from .selection import Selection
+from .selection import UNCHECKED, Selection
 from .source import SourceError, SourceFile, decode, read_bytes
 
 
@@ -29,9 +30,29 @@ class FileResult:
     fixed: int = 0
     changed: bool = False  # the file was (or, with --diff, would be) rewritten
     diff: str = ""
-    error: str | None = None  # one line: why the file could not be checked
+    error: str | None = None  # one line: a checker bug cost this file
     dependencies: tuple[str, ...] = ()  # other files whose functions' summaries the findings used
     fixed_codes: tuple[str, ...] = ()  # the rule of each fixed finding, for the closing summary
+    warning: str | None = None  # one line: why a fix was not written (read-only, refused)
+
+
+# Where a reason says the problem is: "syntax error at 3:7: ...", "(byte 0xe9 on line 2)".
+_AT = re.compile(r" at (\d+):(\d+)")
+_ON_LINE = re.compile(r" on line (\d+)")
+# How fixing (not checking) fails: the file's findings are still reported.
+_REFUSALS = ("fix refused", "cannot write the fix")
+
+
+def unchecked(error: SourceError, selection: Selection) -> FileResult:
+    """A file that could not be read, decoded or parsed, as a FAL000 finding (none if deselected)."""
+    if not selection.enabled(UNCHECKED):
+        return FileResult(error.path)
+    at, on_line = _AT.search(error.reason), _ON_LINE.search(error.reason)
+    line, column = (int(at[1]), int(at[2])) if at else (int(on_line[1]), 1) if on_line else (1, 1)
+    message = _AT.sub("", error.reason, count=1)
+    # No context: whoever calls the file's functions, nothing in it was checked (and it always fails the run).
+    finding = Finding(error.path, line, column, line, column, UNCHECKED, message, fixable=False, context="")
+    return FileResult(error.path, [finding])
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -113,23 +134,50 @@ def lint_source(
     ), result.text
 
 
+def read_only(path: str) -> str | None:
+    """Why `--fix` must leave `path` alone: its mode (or its directory's) allows no writing.
+
+    The mode bits are asked as well as access(): root may write anything, but a 0444 file says
+    it is not to be changed.
+    """
+    target = os.path.realpath(path)
+    for what, name in (("file", target), ("directory", os.path.dirname(target))):
+        try:
+            writable = os.stat(name).st_mode & 0o222 and os.access(name, os.W_OK)
+        except OSError:
+            return None  # gone: writing the fix says so
+        if not writable:
+            return f"{path}: read-only {what}, not fixed"
+    return None
+
+
 def process_file(
     path: str, selection: Selection, mode: Mode, data: bytes | None = None, reaches: Reaches | None = None
 ) -> FileResult:
-    """Never raises for a bad file: the reason goes into `FileResult.error`.
+    """Never raises for a bad file: it becomes a FAL000 finding (a checker bug: `FileResult.error`).
 
     `data`: the file's bytes when the caller already read them (to hash them for the cache).
     """
     try:
         original = read_bytes(path) if data is None else data
         source = decode(original, path)
-        result, text = lint_source(source, selection, mode, reaches)
-        if mode is Mode.FIX and result.changed:
-            write_fix(source, original, text)
+        protected = read_only(path) if mode is Mode.FIX else None
+        if protected:
+            result, _ = lint_source(source, selection, Mode.CHECK, reaches)
+            return dataclasses.replace(result, warning=protected) if any(f.fixable for f in result.findings) else result
+        try:
+            result, text = lint_source(source, selection, mode, reaches)
+            if mode is Mode.FIX and result.changed:
+                write_fix(source, original, text)
+        except SourceError as exc:
+            if not exc.reason.startswith(_REFUSALS):
+                raise
+            result, _ = lint_source(source, selection, Mode.CHECK, reaches)
+            return dataclasses.replace(result, warning=str(exc))
         return result
     except SourceError as exc:
-        return FileResult(path, error=str(exc))
+        return unchecked(exc, selection)
     except RecursionError:
-        return FileResult(path, error=f"{path}: too deeply nested to analyse")
+        return unchecked(SourceError(path, "too deeply nested to analyse"), selection)
     except Exception as exc:  # a checker bug must cost one file, not the whole run
         return FileResult(path, error=f"{path}: internal error ({type(exc).__name__}: {exc}); please report it")

@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # libcst's native parser recurses on the C stack and segfaults (it cannot raise) at a few
-# thousand levels on the default 8 MiB stack. Nesting up to _MAX_DEPTH is parsed and analysed
+# thousand levels on the default 8 MiB stack. Nesting up to MAX_DEPTH is parsed and analysed
 # in a thread with a _DEEP_STACK stack, which survives 200,000 levels; deeper is refused.
 _INLINE_DEPTH = 500
-_MAX_DEPTH = 10_000
+MAX_DEPTH = 10_000
 _DEEP_STACK = 256 * 1024 * 1024
 # Python frames the checker needs per nesting level (measured: about 4.6), with margin.
 _FRAMES_PER_LEVEL = 10
@@ -120,8 +120,8 @@ def nesting_depth(source: SourceFile) -> int:
             depth += len(node.values) - 2
         deepest = max(deepest, depth)
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    if deepest > _MAX_DEPTH:
-        raise SourceError(source.path, f"nested {deepest} levels deep; more than {_MAX_DEPTH} is not checked")
+    if deepest > MAX_DEPTH:
+        raise SourceError(source.path, f"nested {deepest} levels deep; more than {MAX_DEPTH} is not checked")
     return deepest
 
 

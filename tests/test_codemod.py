@@ -63,11 +63,12 @@ def stderr_on_a_terminal(*argv: str, env: dict[str, str] | None = None) -> tuple
 
 def test_progress_bar_on_a_terminal(tree: Path) -> None:
     code, stdout, shown = stderr_on_a_terminal("--fix", "pkg")
-    assert code == 2  # broken.py could not be checked
+    assert code == 1  # broken.py could not be checked: a FAL000 finding
     assert b"\r[" in shown and b"] 8/8 files" in shown
     assert b"\x1b[2K" in shown  # the bar is erased before the summary
-    assert shown.rstrip().endswith(b"(see the errors above).")
-    assert b"\r" not in stdout and stdout.startswith(b"Found 3 errors (3 fixed, 0 remaining).")
+    assert shown.rstrip().endswith(b"Could not be checked: 1 file (see above).")
+    assert b"\r" not in stdout and stdout.startswith(b"pkg/broken.py:1:7: FAL000 syntax error: ")
+    assert b"Found 4 errors (3 fixed, 1 remaining)." in stdout
 
 
 @pytest.mark.parametrize("ci", ["true", "1"])
@@ -89,14 +90,14 @@ def test_quiet_has_neither_bar_nor_summary(tree: Path) -> None:
 
 
 def test_closing_summary(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", "--diff", "pkg"]) == 2
+    assert main(["check", "--diff", "pkg"]) == 1
     err = capsys.readouterr().err
     summary = err[err.index("Scanned") :].splitlines()
     assert summary[0].startswith("Scanned 7 files in ") and summary[0].endswith("s.")
     assert summary[1:] == [
         "Findings: 3 (FAL001: 1, FAL002: 1, FAL003: 1).",
         "Would fix 3, changing 2 files.",
-        "Could not be checked: 1 file (see the errors above).",
+        "Could not be checked: 1 file (see above).",
     ]
     assert Path("pkg/a.py").read_text() == DETACH  # --diff wrote nothing
     main(["check", "--fix", "pkg"])

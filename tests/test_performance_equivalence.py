@@ -58,7 +58,8 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 def test_cache_cold_warm_and_off_agree(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cache_dir = str(tmp_path / "cache")
     off = _run(capsys, str(corpus), "--no-cache")
-    assert json.loads(off[1]) and off[0] == 2  # findings, and the broken files are errors
+    rows = json.loads(off[1])
+    assert off[0] == 1 and {row["code"] for row in rows} >= {"FAL000", "FAL001"}  # the broken files are FAL000
     assert _run(capsys, str(corpus), "--cache-dir", cache_dir) == off  # cold: fills the cache
     assert _run(capsys, str(corpus), "--cache-dir", cache_dir) == off  # warm: answers from it
     assert (tmp_path / "cache" / ".gitignore").read_text().endswith("*\n")
@@ -111,8 +112,8 @@ def test_same_content_elsewhere_reports_its_own_path(tmp_path: Path, capsys: pyt
     (tmp_path / "b.py").write_text(BUG)
     (tmp_path / "worse.py").write_text("def f(:\n")
     second = _run(capsys, str(tmp_path / "b.py"), str(tmp_path / "worse.py"), "--cache-dir", cache)
-    assert second[1] == first[1].replace("a.py", "b.py")
-    assert second[2] == first[2].replace("broken.py", "worse.py")
+    assert second[1] == first[1].replace("a.py", "b.py").replace("broken.py", "worse.py")
+    assert "worse.py" in second[1]
 
 
 def test_stamp_hit_does_not_read_and_racy_files_are_rehashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

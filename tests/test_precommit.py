@@ -7,6 +7,7 @@ pre-commit builds the hook environment the way a user's machine would (a fresh v
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,7 +78,7 @@ def test_check_hook_fails_fix_hook_rewrites_then_both_pass(tmp_path: Path, env: 
 
     check = pre_commit(project, env, "flux-alias-lint")
     assert check.returncode == 1, check.stdout + check.stderr
-    assert 'train.py:4:32: FAL001 report["loss"][0] = `loss_sum.detach()`' in check.stdout
+    assert 'train.py:4:32: FAL001 [*] report["loss"][0] = `loss_sum.detach()`' in check.stdout
     assert (project / "train.py").read_text() == SEED  # the check hook writes nothing
 
     fix = pre_commit(project, env, "flux-alias-lint-fix")
@@ -104,3 +105,35 @@ def test_exit_non_zero_on_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert main(["check", "--fix", "--exit-non-zero-on-fix", "train.py"]) == 0  # nothing left to change
     Path("train.py").write_text(SEED)
     assert main(["check", "--fix", "train.py"]) == 0  # without the flag, fixing everything is success
+
+
+def readme_snippet() -> str:
+    """The `.pre-commit-config.yaml` the README documents."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("\n## pre-commit\n") :]
+    block = re.search(r"```yaml\n(# \.pre-commit-config\.yaml\n.*?)```", section, re.DOTALL)
+    assert block is not None, "the pre-commit section has no .pre-commit-config.yaml block"
+    return block[1]
+
+
+def test_readme_snippet_resolves_its_rev(tmp_path: Path, env: dict[str, str]) -> None:
+    snippet = readme_snippet()
+    rev = re.search(r"^\s+rev: (\S+)", snippet, re.MULTILINE)[1]
+    # A clone of this repository, as pre-commit would fetch it from where it is hosted.
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, capture_output=True, env=env)
+    if subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=clone, env=env, check=False).returncode:
+        if git(ROOT, env, "rev-parse", "--is-shallow-repository").strip() == "true":
+            pytest.skip(f"{rev} is not in this shallow checkout's history")
+        pytest.fail(f"the README's rev {rev} is not a commit of this repository")
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(SEED)
+    config = re.sub(r"^(\s+- repo: )\S+", rf"\g<1>{clone}", snippet, count=1, flags=re.MULTILINE)
+    (project / ".pre-commit-config.yaml").write_text(config)
+    git(project, env, "init", "-q")
+    git(project, env, "add", "-A")
+    check = pre_commit(project, env)
+    assert check.returncode == 1, check.stdout + check.stderr  # the hook ran at that rev and found the bug
+    assert "train.py:4:32: FAL001" in check.stdout
