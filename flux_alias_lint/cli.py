@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import glob
 import json
+import multiprocessing
 import os
 import signal
 import sys
@@ -139,32 +142,56 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The entry point. Ctrl-C exits 130 and a closed stdout (`| head`) exits quietly, without a traceback."""
-    previous = _quiet_workers_on_interrupt()
+    previous = _exit_on_interrupt()
+    if previous is not None:
+        _RUNNING.set()
     try:
         return _main(argv)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # Python flushes stdout again at exit: point it at /dev/null so that raises nothing either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     finally:
+        _RUNNING.clear()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
 
 
-def _quiet_workers_on_interrupt() -> signal.Handlers | None:
-    """Ctrl-C reaches the forked workers too: they leave quietly and the parent reports once."""
+def _exit_on_interrupt() -> signal.Handlers | None:
+    """On Ctrl-C the parent ends its workers and leaves at once. Workers never see the signal (they
+    block it, see `_workers_ignore_interrupts`): one gone mid-read would take a queue lock with it
+    and hang the pool, and each would print a traceback. Nothing unwinds: the report comes at the
+    end, so there is nothing to flush, and `--fix` interrupted leaves at most a temporary file, since
+    the rename is what replaces a file."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    parent = os.getpid()
 
     def interrupted(signum: int, frame: object) -> None:
-        if os.getpid() != parent:
-            os._exit(EXIT_INTERRUPTED)
-        raise KeyboardInterrupt
+        for pid in _children():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        os._exit(EXIT_INTERRUPTED)
 
     return signal.signal(signal.SIGINT, interrupted)
+
+
+def _workers_ignore_interrupts() -> None:
+    if _RUNNING.is_set():  # a worker forked during a run
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+_RUNNING = threading.Event()  # main() is running (in the main thread, with the handler above)
+os.register_at_fork(after_in_child=_workers_ignore_interrupts)
+
+
+def _children() -> set[int]:
+    """This process's children. multiprocessing's list misses a worker forked a moment ago (one the
+    signal may have missed too), so Linux's own list is asked as well."""
+    pids = {worker.pid for worker in multiprocessing.active_children() if worker.pid}
+    for listing in glob.glob("/proc/self/task/*/children"):
+        with contextlib.suppress(OSError), open(listing) as handle:
+            pids.update(int(pid) for pid in handle.read().split())
+    return pids
 
 
 def _main(argv: Sequence[str] | None) -> int:

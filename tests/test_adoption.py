@@ -247,6 +247,36 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path: Path) -> None:
     assert err == b""
 
 
+def _children(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        pytest.skip("needs /proc/<pid>/task/<pid>/children")
+
+
+def test_ctrl_c_in_the_worker_pool_is_quiet(tmp_path: Path) -> None:
+    # Enough source for the pool (256 kB and more), checked for seconds; Ctrl-C at a terminal
+    # signals the whole process group: the parent and every worker.
+    write(tmp_path, {f"pkg/m{i}.py": BUG * 40 for i in range(300)})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flux_alias_lint", "check", "--no-cache", "-j", "2", "pkg"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not _children(proc.pid):  # the workers are forked from main(): imports are done
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert err == b"" and out == b""
+
+
 def test_read_only_files_are_not_fixed(tmp_path: Path) -> None:
     write(tmp_path, {"rw/bug.py": BUG, "ro_file/bug.py": BUG, "ro_dir/bug.py": BUG})
     (tmp_path / "ro_file/bug.py").chmod(0o444)
