@@ -123,14 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     verify.set_defaults(command_parser=verify)
-    verify.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .)")
+    verify.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .); - for stdin")
     verify.add_argument(
         "--profile",
         default="installed",
         help="Megatron release to model: installed (default), latest, or a release such as 0.12",
     )
-    verify.add_argument("--num-microbatches", type=int, default=2)
-    verify.add_argument("--cp-group-size", type=int, default=1)
+    verify.add_argument("--num-microbatches", type=_positive, default=2, metavar="N")
+    verify.add_argument("--cp-group-size", type=_positive, default=1, metavar="N")
     verify.add_argument("--output-format", "--format", choices=("text", "json"), default="text", dest="output_format")
     _add_file_options(verify)
 
@@ -318,29 +318,37 @@ def _check_grouped(
 
 def _verify(args: argparse.Namespace) -> int:
     args.paths = args.paths or ["."]
+    if "-" in args.paths and len(args.paths) > 1:
+        raise ConfigError("`-` (read stdin) cannot be combined with other paths")
     settings = _Settings(args)
-    files, errors = settings.files()
     try:
-        from .harness.verify import Settings, verify_file
+        from .harness.verify import Settings, print_verdicts, verify_file
+
+        scenario = Settings(args.profile, args.num_microbatches, args.cp_group_size)
+        scenario.validate()
     except ImportError as exc:  # HarnessUnavailableError names what to install
         print(f"flux-alias-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    scenario = Settings(args.profile, args.num_microbatches, args.cp_group_size)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    files, errors = (["-"], []) if args.paths == ["-"] else settings.files()
+    reached = ProjectIndex.for_paths(files).reached_by_path()  # the findings `check` reports, with their context
+    if files != ["-"]:  # `check` first, in parallel: only files with findings are probed
+        groups: dict[Selection, list[str]] = {}
+        for path in files:
+            groups.setdefault(settings.selection(path), []).append(path)
+        results = [r for sel, paths in groups.items() for r in check_files(paths, sel, Mode.CHECK, reached=reached)]
+        files = [r.path for r in results if r.findings]
+        errors += [r.error for r in results if r.error]
     verdicts = []
     for path in files:
-        found, error = verify_file(path, settings.selection(path), scenario)
+        found, error = verify_file(path, settings.selection(path), scenario, reached.get(os.path.realpath(path)))
         verdicts.extend(found)
         if error:
             errors.append(error)
     for line in errors:
         print(f"flux-alias-lint: error: {line}", file=sys.stderr)
-    if args.output_format == "json":
-        print(json.dumps([v.to_dict() for v in verdicts], indent=2))
-    else:
-        for verdict in verdicts:
-            print(verdict.line())
-        confirmed = sum(v.confirmed for v in verdicts)
-        print(f"{len(verdicts)} finding(s): {confirmed} confirmed, {len(verdicts) - confirmed} unconfirmed.")
+    print_verdicts(verdicts, scenario, args.output_format)
     if errors:
         return EXIT_ERROR
     return EXIT_CLEAN if all(v.confirmed for v in verdicts) else EXIT_FINDINGS

@@ -6,7 +6,10 @@ harness module that needs torch or megatron-core gets it through these functions
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import warnings
+from collections.abc import Iterator
 from types import ModuleType
 
 _INSTALL_HINT = (
@@ -32,3 +35,13 @@ def require(module: str, what: str) -> ModuleType:
 
 def require_torch() -> ModuleType:
     return require("torch", "torch")
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """No warning printed while code outside this project runs (megatron-core warns on import about
+    Apex and Transformer Engine). Recorded, not just filtered: an imported module may add its own
+    filters in front of an "ignore"."""
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("ignore")
+        yield

@@ -33,6 +33,7 @@ def assert_report_survives_rescale(
     Returns the rescaled ``(backprop tensor, report)``. The defaults use 2 microbatches and
     3 context-parallel ranks so that neither factor is 1 and they do not cancel.
     """
+    __tracebackhide__ = True  # pytest shows the failing test's line and this message, not the helper's source
     outputs = loss_func(*args, **kwargs)
     aliased = {alias.path for alias in find_report_aliases(outputs)}
     if not bool(torch.any(outputs[0].detach() != 0)):

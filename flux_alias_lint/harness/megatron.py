@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 from unittest import mock
 
-from ._deps import require, require_torch
+from ._deps import quiet, require, require_torch
 
 require_torch()
 
 
 def _schedules() -> types.ModuleType:
-    return require("megatron.core.pipeline_parallel.schedules", "megatron-core")
+    with quiet():
+        return require("megatron.core.pipeline_parallel.schedules", "megatron-core")
 
 
 def installed_megatron_version() -> str:
@@ -48,10 +49,17 @@ def rescale_with_installed(
 ) -> tuple[Any, Any]:
     """Hand ``outputs`` to the installed release as its loss function's return value."""
     schedules = _schedules()
-    store: list[Any] = []
     config = types.SimpleNamespace(
         calculate_per_token_loss=calculate_per_token_loss, timers=None, enable_autocast=False
     )
+    with quiet():
+        return _rescale(schedules, outputs, num_microbatches, cp_group_size, config)
+
+
+def _rescale(
+    schedules: types.ModuleType, outputs: Sequence[Any], num_microbatches: int, cp_group_size: int, config: Any
+) -> tuple[Any, Any]:
+    store: list[Any] = []
 
     def loss_func(output_tensor: Any) -> Sequence[Any]:
         return outputs

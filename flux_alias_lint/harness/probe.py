@@ -1,145 +1,268 @@
 """Make a flagged loss function runnable on its own: its code, with stand-ins for what it does not define.
 
-The probe is the function's own source (decorators dropped), executed in a namespace that
-holds what the module defines without side effects: its imports, its constant assignments
-(`LOSS_DTYPE = torch.float16`), its functions and classes. Every other free name (closure
-variables, `self`, helpers it cannot see) gets a stand-in chosen by how the code uses it:
-called names return a tensor; names used with non-tensor attributes are objects whose
-attributes are tensors; the rest are non-leaf tensors that require grad, like the loss a
-closure captures. Parameters without defaults are non-leaf float tensors, as Megatron
-passes the model output, so the loss has a gradient to compare before and after a fix.
+The probe is the function's own source (decorators dropped), executed in a namespace filled
+by the safe part of its module's top level (moduletop.py). Every argument and every other
+free name (closure variables, ``self``, names nothing defines) gets a stand-in of the kind
+its use asks for (standins.py):
+
+- ``tensor``: a non-leaf float tensor that requires grad, as Megatron passes the model
+  output, so the loss has a gradient to compare before and after a fix;
+- ``mapping``: a structured batch (``batch["tokens"]``, ``"logits" in output``, ``.get``);
+- ``object``: a stub (``self``, ``args.seq_len``, ``self.strategy.compute(...)``, a helper);
+- ``key``: a string, for a name used as a dict key (``{output_name: output}``);
+- ``flag``: a stub whose truth is tried both ways (a parameter annotated ``bool``).
+
+Use decides before an annotation does (``forward_out: Tensor`` indexed with ``["x_hat"]`` is a
+mapping); an annotation decides for a parameter whose use does not (``compute_wer: bool``). A caller that knows
+more (the analysis's call context: a ``MegatronLossReduction.forward(batch, forward_out)``,
+a ``functools.partial``'s bound arguments) passes ``kinds`` to override both.
+
+The flagged report entries are wrapped in ``__flux_mark__(key, entry)``, which records the
+value each one produced, so a verdict knows whether the flagged value reached the report.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
-import math
-from collections.abc import Callable, Iterator
-from typing import Any
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal
 
 import libcst as cst
 
-from ..analysis import dotted_name
-from ._deps import require_torch
+from ._deps import quiet, require_torch
+from .moduletop import Project, run_module_top
+from .standins import (
+    CudaIsTheCpu,
+    Run,
+    StandInMapping,
+    Stub,
+    StubType,
+    instance_of,
+    single_rank,
+    undecidable_bools,
+)
 
 torch = require_torch()
+
+Kind = Literal["tensor", "mapping", "object", "key", "flag"]
 
 # Stand-in tensors are float32 with distinct positive values, in the first of these shapes the
 # function runs with: [4] for a reduced loss, then [2, 4] for code that reduces over `dim=1`.
 SHAPES: tuple[tuple[int, ...], ...] = ((4,), (2, 4))
 
+# One execution longer than this is stopped: a loop the stand-ins keep going.
+SECONDS_PER_EXECUTION = 5.0
+
+_MAPPING_METHODS = frozenset({"get", "keys", "items", "values", "pop", "setdefault", "update"})
+_MAPPING_TYPES = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "DictConfig"})
+_TENSOR_TYPES = frozenset({"Tensor", "torch.Tensor", "FloatTensor", "torch.FloatTensor"})
+MARK = "__flux_mark__"
+
 
 class ProbeError(Exception):
-    """No runnable probe could be built; `str()` says why."""
+    """No runnable probe could be built; ``str()`` says why."""
 
 
-def _stand_in_tensor(seed: int, shape: tuple[int, ...]) -> Any:
-    size = math.prod(shape)
-    return ((torch.arange(1, size + 1, dtype=torch.float32) + seed) / size).reshape(shape)
+class ProbeTimeout(Exception):
+    """An execution ran longer than SECONDS_PER_EXECUTION."""
 
 
-def _stand_in_output(seed: int, shape: tuple[int, ...]) -> Any:
-    """Non-leaf and requiring grad, like a model output: in-place ops on it are allowed."""
-    return _stand_in_tensor(seed, shape).requires_grad_() * 1.0
+@dataclasses.dataclass
+class Execution:
+    """One call of the probe: what it returned or raised, and the path it took."""
 
-
-class _StandInObject:
-    """`self`, `args`, `config`...: attributes are tensors, or callables returning one where called."""
-
-    def __init__(self, name: str, called: frozenset[str], shape: tuple[int, ...]) -> None:
-        self._name, self._called, self._shape, self._made = name, called, shape, {}
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        if attr not in self._made:
-            dotted = f"{self._name}.{attr}"
-            value = _stand_in_tensor(len(self._made) + 7, self._shape)
-            self._made[attr] = (lambda *a, **k: value * 1.0) if dotted in self._called else value
-        return self._made[attr]
+    outputs: Any
+    error: BaseException | None
+    taken: tuple[bool, ...]  # answers to the undecidable branches, in order: replaying them replays the path
+    bases: list[Any]  # the leaf tensors behind every stand-in tensor, in creation order
+    marks: dict[int, list[Any]]  # flagged entry key → the values it produced
 
 
 class _Namespace(dict):
-    """Module globals for the probe: a name it does not hold gets a stand-in on first use."""
+    """Module globals for the probe: a name it does not hold gets a stand-in on first use, per execution."""
 
-    def __init__(self, called: frozenset[str], objects: frozenset[str], shape: tuple[int, ...]) -> None:
+    def __init__(self, kinds: Mapping[str, Kind], run: Run) -> None:
         super().__init__()
-        self._called, self._objects, self._shape = called, objects, shape
+        self._kinds, self._run = kinds, run
+        self._stand_ins: set[str] = set()
 
     def __missing__(self, name: str) -> Any:
         # A dict subclass as globals is asked before the builtins are: defer to them first.
         if hasattr(builtins, name):
             return getattr(builtins, name)
-        if name in self._called:
-            value = _stand_in_tensor(len(self) + 3, self._shape)
-            stand_in: Any = lambda *a, **k: value * 1.0  # noqa: E731
-        elif name in self._objects:
-            stand_in = _StandInObject(name, self._called, self._shape)
-        else:
-            stand_in = _stand_in_output(len(self) + 3, self._shape)
-        self[name] = stand_in
-        return stand_in
+        self[name] = value = stand_in(self._kinds.get(name, "tensor"), name, self._run)
+        self._stand_ins.add(name)
+        return value
+
+    def forget_stand_ins(self) -> None:
+        """Each execution makes its own: one may have rescaled a tensor the last one handed out."""
+        for name in self._stand_ins:
+            del self[name]
+        self._stand_ins.clear()
+
+
+def stand_in(kind: Kind, name: str, run: Run) -> Any:
+    if kind == "mapping":
+        return StandInMapping(run)
+    if kind in ("object", "flag"):
+        return Stub(name, run)
+    if kind == "key":
+        return name
+    return run.tensor()
 
 
 @dataclasses.dataclass
 class Probe:
     func: Callable[..., Any]
-    make_args: Callable[[], tuple[list[Any], list[Any]]]  # fresh (args, leaf bases) per run
+    run: Run
+    namespace: _Namespace
+    positional: list[tuple[str, Kind]]
+    keyword: list[tuple[str, Kind]]
+    receiver: Callable[[Run], Any] | None = None  # makes `self` (or `cls`); None: it is a stub
+
+    def _arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        args = [stand_in(kind, name, self.run) for name, kind in self.positional]
+        if self.receiver is not None:
+            args[0] = self.receiver(self.run)
+        return args, {name: stand_in(kind, name, self.run) for name, kind in self.keyword}
+
+    def execute(self, forced: tuple[bool, ...] = ()) -> Execution:
+        """Call the function once with fresh stand-ins, answering its undecidable branches with ``forced`` first."""
+        self.run.start(forced)
+        self.namespace.forget_stand_ins()
+        marks: dict[int, list[Any]] = {}
+
+        def mark(key: int, value: Any) -> Any:
+            marks.setdefault(key, []).append(value)
+            return value
+
+        self.namespace[MARK] = mark
+        outputs, error = None, None
+        try:
+            args, kwargs = self._arguments()
+            with quiet(), single_rank(), undecidable_bools(self.run), CudaIsTheCpu(), _time_limit():
+                outputs = self.func(*args, **kwargs)
+        except (Exception, SystemExit) as exc:  # the code raised with these stand-ins: the caller may try another path
+            error = exc
+        return Execution(outputs, error, tuple(self.run.taken), list(self.run.bases), marks)
 
 
-def _usage(function: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
-    """Dotted names the code calls, and names it takes non-tensor attributes of (`args.seq_len`)."""
-    called: set[str] = set()
+@contextlib.contextmanager
+def _time_limit() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise ProbeTimeout(f"still running after {SECONDS_PER_EXECUTION:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, SECONDS_PER_EXECUTION)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _root(node: cst.BaseExpression) -> str | None:
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _string_like(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+
+
+def usage_kinds(function: cst.CSTNode) -> dict[str, Kind]:
+    """The stand-in kind each name's use in ``function`` asks for; names used only as tensors are left out."""
+    keys: set[str] = set()
+    mappings: set[str] = set()
     objects: set[str] = set()
+    indexed: list[tuple[str, str]] = []  # (mapping, name used as its key)
+    renamed: list[tuple[str, str]] = []  # (new name, old name) for `new = old`
+    iterated: list[tuple[str, str]] = []  # (element, container) for `for element in container`
 
     class Visitor(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            name = dotted_name(node.func)
-            if name:
-                called.add(name)
+        def visit_For(self, node: cst.For) -> None:
+            self._iterates(node.target, node.iter)
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            self._iterates(node.target, node.iter)
+
+        def _iterates(self, target: cst.BaseExpression, container: cst.BaseExpression) -> None:
+            element, name = _root(target), _root(container)
+            if element and name:
+                iterated.append((element, name))
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            old = _root(node.value)
+            renamed.extend((t.target.value, old) for t in node.targets if old and isinstance(t.target, cst.Name))
+
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            name = _root(node.value)
+            for element in node.slice:
+                if name and isinstance(element.slice, cst.Index):
+                    index = element.slice.value
+                    if _string_like(index):
+                        mappings.add(name)
+                    elif isinstance(index, cst.Name):
+                        indexed.append((name, index.value))
+
+        def visit_DictElement(self, node: cst.DictElement) -> None:
+            if isinstance(node.key, cst.Name):
+                keys.add(node.key.value)
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            for target in node.comparisons:
+                name = _root(target.comparator)
+                if name and isinstance(target.operator, (cst.In, cst.NotIn)):
+                    mappings.add(name)
 
         def visit_Attribute(self, node: cst.Attribute) -> None:
-            name = dotted_name(node.value)
-            if name and not hasattr(torch.Tensor, node.attr.value):
+            name = _root(node.value)
+            if name is None or hasattr(torch.Tensor, node.attr.value):
+                return
+            (mappings if node.attr.value in _MAPPING_METHODS else objects).add(name)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            name = _root(node.func)
+            if name:
                 objects.add(name)
 
     function.visit(Visitor())
-    return frozenset(called), frozenset(objects)
+    keys.update(key for name, key in indexed if name in mappings)
+    kinds: dict[str, Kind] = {name: "object" for name in objects}
+    kinds.update({name: "mapping" for name in mappings})
+    kinds.update({name: "key" for name in keys})
+    for new, old in reversed(renamed):  # `outputs = forward_out`: forward_out is used as outputs is
+        if new in kinds and old not in kinds:
+            kinds[old] = kinds[new]
+    for element, container in iterated:  # `for s in samples: s.example`: a stub iterates to stubs
+        if kinds.get(element) in ("object", "mapping") and container not in kinds:
+            kinds[container] = "object"
+    return kinds
 
 
-def _constant(node: cst.BaseExpression) -> bool:
-    """Literals, names and attributes, and containers and arithmetic of them: nothing that calls."""
-    if isinstance(node, (cst.BaseNumber, cst.BaseString, cst.Name, cst.Attribute)):
-        return True
-    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
-        return all(_constant(e.value) for e in node.elements)
-    if isinstance(node, cst.Dict):
-        return all(isinstance(e, cst.DictElement) and _constant(e.key) and _constant(e.value) for e in node.elements)
-    if isinstance(node, cst.UnaryOperation):
-        return _constant(node.expression)
-    if isinstance(node, cst.BinaryOperation):
-        return _constant(node.left) and _constant(node.right)
-    return False
-
-
-def _definitions(module: cst.Module) -> Iterator[str]:
-    """Module-level statements that define names without running anything heavy."""
-    for stmt in module.body:
-        defines = isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or (
-            isinstance(stmt, cst.SimpleStatementLine)
-            and all(
-                isinstance(small, (cst.Import, cst.ImportFrom))
-                or (
-                    isinstance(small, (cst.Assign, cst.AnnAssign))
-                    and small.value is not None
-                    and _constant(small.value)
-                )
-                for small in stmt.body
-            )
-        )
-        if defines:
-            yield module.code_for_node(stmt)
+def _annotation_kind(annotation: cst.Annotation | None) -> Kind | None:
+    if annotation is None:
+        return None
+    node = annotation.annotation
+    if isinstance(node, cst.Subscript):  # Dict[str, Tensor], Optional[...] is left to use
+        node = node.value
+    text = cst.Module(body=[]).code_for_node(node)
+    if text in _MAPPING_TYPES or text.endswith((".Dict", ".Mapping")):
+        return "mapping"
+    if text in _TENSOR_TYPES:
+        return "tensor"
+    if text == "str":
+        return "key"
+    if text == "bool":
+        return "flag"
+    return None
 
 
 def functions(module: cst.Module) -> list[cst.FunctionDef | cst.Lambda]:
@@ -157,50 +280,90 @@ def functions(module: cst.Module) -> list[cst.FunctionDef | cst.Lambda]:
     return found
 
 
-def _is_method(module: cst.Module, function: cst.CSTNode) -> bool:
-    classes: list[cst.ClassDef] = []
+def _receiver(module: cst.Module, function: cst.CSTNode) -> cst.ClassDef | None:
+    """The class of which ``function`` is a method taking ``self`` or ``cls`` first, if it is one."""
+    if "staticmethod" in _decorators(function):
+        return None
+    found: list[cst.ClassDef] = []
 
     class Collector(cst.CSTVisitor):
         def visit_ClassDef(self, node: cst.ClassDef) -> None:
-            classes.append(node)
+            found.extend(node for stmt in node.body.body if stmt is function)
 
     module.visit(Collector())
-    return any(stmt is function for cls in classes for stmt in cls.body.body)
+    return found[0] if found else None
 
 
-def _positional_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
-    params = function.params
-    return [p.name.value for p in (*params.posonly_params, *params.params) if p.default is None]
+def _decorators(function: cst.CSTNode) -> set[str]:
+    decorators = function.decorators if isinstance(function, cst.FunctionDef) else ()
+    return {d.decorator.value for d in decorators if isinstance(d.decorator, cst.Name)}
 
 
-def build_probe(module: cst.Module, function: cst.FunctionDef | cst.Lambda, shape: tuple[int, ...]) -> Probe:
-    """A runnable version of `function` from `module`, fed tensors of `shape`; ProbeError if it cannot be made."""
-    called, objects = _usage(function)
-    namespace = _Namespace(called, objects, shape)
-    for statement in _definitions(module):
-        try:
-            exec(statement, namespace)
-        except Exception:  # a definition the probe may not need (relative import, missing package)
-            continue
-    if isinstance(function, cst.Lambda):
-        code, name = f"__flux_probe__ = ({module.code_for_node(function)})\n", "__flux_probe__"
+class _Marker(cst.CSTTransformer):
+    """Wraps each flagged entry ``e`` as ``__flux_mark__(key, e)``."""
+
+    def __init__(self, entries: Mapping[int, int]) -> None:
+        self._entries = entries
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
+        key = self._entries.get(id(original))
+        if key is None or not isinstance(updated, cst.BaseExpression):
+            return updated
+        return cst.Call(cst.Name(MARK), [cst.Arg(cst.Integer(str(key))), cst.Arg(updated)])
+
+
+def build_probe(
+    module: cst.Module,
+    function: cst.FunctionDef | cst.Lambda,
+    shape: tuple[int, ...],
+    entries: Mapping[int, int] | None = None,
+    kinds: Mapping[str, Kind] | None = None,
+    path: str = "",
+    faithful: bool = False,
+) -> Probe:
+    """A runnable version of ``function`` from ``module`` (the file ``path``), fed tensors of ``shape``.
+
+    ``entries`` maps ``id()`` of flagged entry nodes to the keys their values are recorded
+    under; ``kinds`` overrides the stand-in kind of parameters and free names (call context).
+    ``faithful``: run the project's own modules it imports (moduletop.py) and make ``self`` an
+    instance of its own class; else both are stubs. ProbeError if the function cannot be defined.
+    """
+    used = {**usage_kinds(function), **(kinds or {})}
+    run = Run(shape)
+    namespace = _Namespace(used, run)
+    namespace["__name__"] = "__flux_probe__"
+    run_module_top(module, namespace, run, path, Project(run) if faithful else None)
+    marked = function.visit(_Marker(entries or {}))
+    if isinstance(marked, cst.Lambda):
+        code, name = f"__flux_probe__ = ({module.code_for_node(marked)})\n", "__flux_probe__"
     else:
-        code = module.code_for_node(function.with_changes(decorators=[], leading_lines=[]))
-        name = function.name.value
+        assert isinstance(marked, cst.FunctionDef)
+        code = module.code_for_node(marked.with_changes(decorators=[], leading_lines=[]))
+        name = marked.name.value
     try:
         exec(compile(code, "<flux-alias-lint probe>", "exec"), namespace)
     except Exception as exc:
         raise ProbeError(f"the function does not run on its own ({type(exc).__name__}: {exc})") from None
     func = dict.__getitem__(namespace, name)
-    params = _positional_params(function)
-    method = isinstance(function, cst.FunctionDef) and _is_method(module, function) and params
-    receiver = params.pop(0) if method else None
 
-    def make_args() -> tuple[list[Any], list[Any]]:
-        bases = [_stand_in_tensor(i, shape).requires_grad_() for i in range(len(params))]
-        args: list[Any] = [base * 1.0 for base in bases]  # non-leaf, as Megatron's output tensor
-        if receiver is not None:
-            args.insert(0, _StandInObject(receiver, called, shape))
-        return args, bases
+    params = function.params
+    positional = [p for p in (*params.posonly_params, *params.params) if p.default is None]
+    keyword = [p for p in params.kwonly_params if p.default is None]
 
-    return Probe(func, make_args)
+    def kind_of(param: cst.Param) -> Kind:
+        name = param.name.value
+        given = (kinds or {}).get(name)
+        return given or used.get(name) or _annotation_kind(param.annotation) or "tensor"
+
+    signature = [(p.name.value, kind_of(p)) for p in positional]
+    owner = _receiver(module, function) if signature else None
+    receiver = None
+    if owner is not None:
+        signature[0] = (signature[0][0], "object")
+        defined = dict.get(namespace, owner.name.value)
+        if faithful and isinstance(defined, type) and not issubclass(defined, StubType):
+            cls: type = defined
+            receiver = (
+                (lambda run: cls) if "classmethod" in _decorators(function) else (lambda run: instance_of(cls, run))
+            )
+    return Probe(func, run, namespace, signature, [(p.name.value, kind_of(p)) for p in keyword], receiver)

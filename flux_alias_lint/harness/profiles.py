@@ -150,23 +150,39 @@ _FIRST_RELEASE: tuple[tuple[tuple[int, int], str], ...] = (
 )
 
 
-def profile_for_release(version: str) -> Profile:
-    """The profile that models a megatron-core release, e.g. ``"0.9.0"`` or ``"0.14.0rc2"``."""
+def _release(version: str) -> tuple[int, int] | None:
     match = re.match(r"(\d+)\.(\d+)", version)
-    if not match:
+    return (int(match[1]), int(match[2])) if match else None
+
+
+# The newest release a profile was checked against: a later one may behave differently.
+NEWEST_PINNED = max(v for p in PROFILES.values() for v in map(_release, p.pinned_to) if v is not None)
+
+
+def profile_for_release(version: str) -> Profile:
+    """The profile that models a megatron-core release, e.g. ``"0.9.0"`` or ``"0.14.0rc2"``.
+
+    ValueError for a release newer than any profile was checked against: it is not known what it does.
+    """
+    release = _release(version)
+    if release is None:
         raise ValueError(f"not a megatron-core version: {version!r}")
-    release = (int(match[1]), int(match[2]))
+    if release > NEWEST_PINNED:
+        newest = ".".join(map(str, NEWEST_PINNED))
+        raise ValueError(
+            f"megatron-core {version} is newer than any release flux-alias-lint models (up to {newest}); "
+            "use 'installed' to run its own code, or 'latest'"
+        )
     return PROFILES[next(name for first, name in _FIRST_RELEASE if release >= first)]
 
 
 def resolve_profile(name: str) -> Profile:
-    """A profile by name (``"0.12"``, ``"2024-04-29"``), ``"latest"``, or any release number."""
+    """A profile by name (``"0.12"``, ``"2024-04-29"``), ``"latest"``, or a release number up to ``NEWEST_PINNED``."""
     if name == "latest":
         return PROFILES[LATEST]
     if name in PROFILES:
         return PROFILES[name]
-    try:
+    if _release(name) is not None:
         return profile_for_release(name)
-    except ValueError:
-        known = ", ".join(["latest", "installed", *PROFILES])
-        raise ValueError(f"unknown Megatron profile {name!r}; use one of {known} or a release like '0.9.0'") from None
+    known = ", ".join(["latest", "installed", *PROFILES])
+    raise ValueError(f"unknown Megatron profile {name!r}; use one of {known} or a release like '0.9.0'")

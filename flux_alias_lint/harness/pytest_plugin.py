@@ -52,6 +52,7 @@ class MegatronRescale:
         self, loss_func: Callable[..., Sequence[Any]], *args: Any, **kwargs: Any
     ) -> tuple[Any, Any]:
         """``assert_report_survives_rescale`` with this fixture's profile."""
+        __tracebackhide__ = True
         from flux_alias_lint.harness import assert_report_survives_rescale
 
         return assert_report_survives_rescale(loss_func, *args, profile=self.profile, **kwargs)

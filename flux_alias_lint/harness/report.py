@@ -7,6 +7,7 @@ its cost.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Iterator, Mapping
@@ -23,9 +24,36 @@ Path = tuple[Step, ...]
 
 
 def report_tensors(report: Any) -> list[tuple[Path, Any]]:
-    """``(path, tensor)`` for each tensor in dicts, lists, tuples, namedtuples and dataclasses."""
+    """``(path, tensor)`` for each tensor in dicts, lists, tuples, namedtuples and dataclasses.
+
+    A numpy array is given as a tensor over its memory (``loss.detach().numpy()`` is the loss's memory
+    on a CPU), so a change to either shows.
+    """
     found: list[tuple[Path, Any]] = []
     _collect(report, (), found, set())
+    return found
+
+
+def paths_to(report: Any, targets: set[int]) -> list[Path]:
+    """Where in ``report`` the objects whose ``id()`` is in ``targets`` are (the same containers as above)."""
+    found: list[Path] = []
+    pending: list[tuple[Any, Path]] = [(report, ())]
+    seen: set[int] = set()
+    while pending:
+        value, path = pending.pop()
+        if id(value) in targets:
+            found.append(path)
+        if isinstance(value, _Tensor) or type(value) in _ATOMS or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, Mapping):
+            pending.extend((item, (*path, ("[]", key))) for key, item in value.items())
+        elif isinstance(value, tuple) and hasattr(value, "_fields"):
+            pending.extend((item, (*path, (".", f))) for f, item in zip(value._fields, value, strict=True))
+        elif isinstance(value, (list, tuple)):
+            pending.extend((item, (*path, ("[]", i))) for i, item in enumerate(value))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            pending.extend((getattr(value, f.name), (*path, (".", f.name))) for f in dataclasses.fields(value))
     return found
 
 
@@ -65,3 +93,6 @@ def _collect(value: Any, path: Path, found: list[tuple[Path, Any]], seen: set[in
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
             _collect(getattr(value, field.name), (*path, (".", field.name)), found, seen)
+    elif cls.__name__ == "ndarray" and cls.__module__ == "numpy":
+        with contextlib.suppress(TypeError):  # object or other dtypes torch cannot view
+            found.append((path, torch.from_numpy(value)))

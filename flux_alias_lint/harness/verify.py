@@ -1,28 +1,47 @@
 """`flux-alias-lint verify`: confirm each finding by running it, before and after its fix.
 
-For each flagged loss function: build a probe (probe.py), run it through a Megatron rescale
-profile, and see whether the flagged report entry moves. Then fix the file in memory, run
-the same function again, and check that the entry holds and that the loss and its gradient
-are exactly what they were.
+For each flagged loss function: build a probe (probe.py) and execute it, trying both answers
+wherever a stand-in leaves a branch undecided, until an execution returns the flagged value
+in its report. Hand that execution's outputs to Megatron's rescale and see whether the
+flagged entry moves. Then fix the file in memory, replay the same path through the fixed
+function, and check that the entry holds and that the loss and its gradients are exactly
+what they were.
+
+A verdict is only as strong as what was run: "did not move" is said only of a flagged value
+seen in the report that was rescaled. A finding no execution reaches is UNCONFIRMED, with
+the furthest any execution got.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
+import json
 import re
+import sys
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import libcst as cst
 
 from ..finding import Finding
-from ..lint import Selection, fix_text, locate
-from ..source import SourceError, SourceFile, call_at_depth, nesting_depth, parse, read_source
+from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
+from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import changed_since, snapshot
-from .probe import SHAPES, Probe, ProbeError, build_probe, functions
+from .megatron import installed_megatron_version
+from .probe import SHAPES, Execution, Probe, ProbeError, build_probe, functions
+from .profiles import resolve_profile
+from .report import paths_to, render_path, report_tensors
 from .rescale import megatron_rescale
 
 torch = require_torch()
+
+# Executions tried per stand-in shape, and the time one function may take in all.
+MAX_EXECUTIONS = 32
+SECONDS_PER_FUNCTION = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +49,26 @@ class Settings:
     profile: str = "installed"
     num_microbatches: int = 2
     cp_group_size: int = 1
+
+    def validate(self) -> None:
+        """ValueError naming the bad option; checked once, before any file is read."""
+        if self.num_microbatches < 1:
+            raise ValueError(f"--num-microbatches must be at least 1, not {self.num_microbatches}")
+        if self.cp_group_size < 1:
+            raise ValueError(f"--cp-group-size must be at least 1, not {self.cp_group_size}")
+        if self.profile == "installed":
+            installed_megatron_version()  # HarnessUnavailableError says what to install
+        else:
+            resolve_profile(self.profile)
+
+    def describe(self) -> str:
+        """The Megatron behaviour modelled, e.g. ``installed megatron-core 0.16.1, 2 microbatches, cp size 1``."""
+        if self.profile == "installed":
+            model = f"installed megatron-core {installed_megatron_version()}"
+        else:
+            profile = resolve_profile(self.profile)
+            model = f"profile {profile.name} ({profile.description})"
+        return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,18 +86,18 @@ class Verdict:
 
 
 @dataclasses.dataclass
-class _Run:
+class _Rescaled:
     moved: dict[str, str]  # report path → factor, for every report tensor that changed
     loss: Any
     grads: list[Any]
+    taken: tuple[bool, ...]  # the path the execution took
+    paths: set[str]  # every tensor's path in the report
 
 
-def _run(probe: Probe, settings: Settings) -> _Run:
-    args, bases = probe.make_args()
-    outputs = probe.func(*args)
-    if not (isinstance(outputs, (tuple, list)) and len(outputs) in (2, 3) and isinstance(outputs[-1], dict)):
-        raise ProbeError("with stand-in inputs the function did not return (loss, ..., report)")
+def _rescale(execution: Execution, settings: Settings) -> _Rescaled:
+    outputs = execution.outputs
     before = snapshot(outputs[-1])
+    paths = {path for path, _tensor, _copy in before}
     loss, _ = megatron_rescale(
         outputs,
         num_microbatches=settings.num_microbatches,
@@ -66,10 +105,72 @@ def _run(probe: Probe, settings: Settings) -> _Run:
         profile=settings.profile,
     )
     moved = changed_since(before)
-    if torch.is_tensor(loss) and loss.requires_grad:
+    if loss.requires_grad:
         loss.sum().backward()
-    value = loss.detach().clone() if torch.is_tensor(loss) else loss
-    return _Run(moved, value, [b.grad for b in bases])
+    return _Rescaled(moved, loss.detach().clone(), [b.grad for b in execution.bases], execution.taken, paths)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if torch.is_tensor(a) and torch.is_tensor(b):
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    return a is None and b is None  # no gradient: the other must have none either
+
+
+class _Furthest:
+    """The furthest any execution got towards a finding: the reason it stays UNCONFIRMED."""
+
+    def __init__(self) -> None:
+        self.rank: tuple[int, int] = (-1, 0)
+        self.reason = f"no execution finished within {SECONDS_PER_FUNCTION:.0f} s"
+
+    def note(self, rank: tuple[int, int], reason: str) -> None:
+        if rank > self.rank:
+            self.rank, self.reason = rank, reason
+
+
+def _shape_problem(execution: Execution) -> tuple[tuple[int, int], str] | None:
+    """Why these outputs cannot go through the rescale, ranked by how far the execution got; None if they can.
+
+    An execution that raised got further the more branches it decided before it did.
+    """
+    if execution.error is not None:
+        error = execution.error
+        return (0, len(execution.taken)), f"no probe could run it ({type(error).__name__}: {error})"
+    outputs = execution.outputs
+    if not (isinstance(outputs, (tuple, list)) and len(outputs) in (2, 3)):
+        return (1, 0), f"with stand-in inputs it returned {_describe(outputs)}, not (loss, ..., report)"
+    if not torch.is_tensor(outputs[0]):
+        return (2, 0), f"with stand-in inputs its loss was {_describe(outputs[0])}, not a tensor"
+    return None
+
+
+def _describe(value: Any) -> str:
+    text = repr(value) if type(value).__name__ == "Stub" else f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _flagged_paths(execution: Execution, key: int, pattern: str) -> list[str]:
+    """The report paths of the tensors the flagged entry put there, in an execution that returned.
+
+    A tensor is the flagged value if the entry produced it (or the container it is in), or if it
+    shares the storage of a tensor the entry produced: an entry handed to a helper that builds the
+    report (`make_report(loss)`) reaches it as the helper's `loss.detach()`. Paths that match the
+    finding's own report path come first.
+    """
+    report = execution.outputs[-1]
+    values = execution.marks.get(key, ())
+    where = paths_to(report, {id(value) for value in values}) if values else []
+    storages = {_storage(value) for value in values if torch.is_tensor(value)} - {0}
+    paths = [
+        render_path(path)
+        for path, tensor in report_tensors(report)
+        if any(path[: len(prefix)] == prefix for prefix in where) or _storage(tensor) in storages
+    ]
+    return sorted(paths, key=lambda path: not _matches(pattern, path))
+
+
+def _storage(tensor: Any) -> int:
+    return int(tensor.untyped_storage().data_ptr())
 
 
 def _matches(pattern: str, path: str) -> bool:
@@ -78,88 +179,168 @@ def _matches(pattern: str, path: str) -> bool:
     return re.fullmatch(regex + r"(\[[^\]]+\]|\.\w+)*", path) is not None
 
 
-def _same(a: Any, b: Any) -> bool:
-    if torch.is_tensor(a) and torch.is_tensor(b):
-        return a.shape == b.shape and bool(torch.equal(a, b))
-    if a is None or b is None:  # no gradient: the other must have none either
-        return a is b
-    return a == b
+def _explore(probe: Probe, deadline: float) -> Iterator[Execution]:
+    """Executions of ``probe``, first with every undecidable branch taken, then flipping one answer at a time."""
+    pending: collections.deque[tuple[bool, ...]] = collections.deque([()])
+    for _ in range(MAX_EXECUTIONS):
+        if not pending or time.monotonic() > deadline:
+            return
+        forced = pending.popleft()
+        execution = probe.execute(forced)
+        yield execution
+        taken = execution.taken
+        pending.extend((*taken[:i], not taken[i]) for i in range(len(forced), len(taken)))
 
 
-def _judge(finding: Finding, before: _Run, after: _Run) -> Verdict:
-    moved = [(path, factor) for path, factor in before.moved.items() if _matches(finding.report_path, path)]
+def _after_fix(fixed: Execution, before: _Rescaled, settings: Settings) -> _Rescaled | str:
+    """The fixed function's execution on the same path, rescaled; or why it cannot be compared."""
+    problem = _shape_problem(fixed)
+    if problem is not None:
+        return f"the fixed function: {problem[1]}"
+    if fixed.taken != before.taken:
+        return "the fixed function took another path"
+    return _rescale(fixed, settings)
+
+
+def _judge(finding: Finding, paths: list[str], before: _Rescaled, after: _Rescaled | str) -> Verdict:
+    moved = [(path, before.moved[path]) for path in paths if path in before.moved]
     if not moved:
-        return Verdict(finding, False, f"{finding.report_path} did not move under the rescale")
-    still = [path for path, _ in moved if path in after.moved]
+        return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move under the rescale")
     path, factor = moved[0]
-    if still:
+    if isinstance(after, str):
+        return Verdict(finding, False, f"{path} {factor} before fix; {after}")
+    if [p for p, _ in moved if p in after.moved]:
         return Verdict(finding, False, f"{path} {factor} before fix, still moves after the fix")
+    if [p for p, _ in moved if p not in after.paths]:
+        return Verdict(finding, False, f"{path} {factor} before fix; the fixed report has no such tensor")
     if not (
-        _same(before.loss, after.loss) and all(_same(a, b) for a, b in zip(before.grads, after.grads, strict=True))
+        _same(before.loss, after.loss)
+        and len(before.grads) == len(after.grads)
+        and all(_same(a, b) for a, b in zip(before.grads, after.grads, strict=True))
     ):
         return Verdict(finding, False, f"{path} {factor} before fix, held after; but the fix changed the loss or grad")
     return Verdict(finding, True, f"{path} {factor} before fix, held after; loss and grad unchanged")
 
 
-def verify_source(source: SourceFile, selection: Selection, settings: Settings) -> list[Verdict]:
-    """One verdict per finding in `source`, in finding order."""
-    # libcst can crash the process on deep nesting: validate and size the stack first, as `check` does.
-    try:
-        return call_at_depth(nesting_depth(source), _verify_source, source, selection, settings)
-    except RecursionError:
-        raise SourceError(source.path, "too deeply nested to analyse") from None
-
-
-def _run_both(
+def _verify_function(
     module: cst.Module,
     function: cst.FunctionDef | cst.Lambda,
     fixed_module: cst.Module,
     fixed_function: cst.FunctionDef | cst.Lambda,
+    items: Sequence[Located],
     settings: Settings,
-) -> tuple[_Run, _Run] | str:
-    """Both runs with the first stand-in shape the original runs with, or why none did."""
-    reason = "no stand-in shape to try"
-    for shape in SHAPES:
+    path: str,
+) -> list[Verdict]:
+    """One verdict per item, all flagged in ``function``."""
+    entries: dict[int, int] = {}  # id of an entry node → the key its values are recorded under
+    for item in items:  # two findings may flag one entry (under two report paths)
+        entries.setdefault(id(item.raw.entry), len(entries))
+    verdicts: dict[int, Verdict] = {}
+    furthest = [_Furthest() for _ in items]
+    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    # First as faithful as the probe can be (the project's own modules, `self` of its own class), then
+    # with those stubbed too: a stub goes where real code needs what a probe cannot give.
+    for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
-            before = _run(build_probe(module, function, shape), settings)
+            probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
+            fixed_probe = build_probe(fixed_module, fixed_function, shape, path=path, faithful=faithful)
         except ProbeError as exc:
-            return str(exc)
-        except Exception as exc:  # the user's code raised with these stand-ins: try the next shape
-            reason = f"no probe could run it ({type(exc).__name__}: {exc})"
-            continue
-        try:
-            return before, _run(build_probe(fixed_module, fixed_function, shape), settings)
-        except Exception as exc:
-            return f"the fixed function did not run ({type(exc).__name__}: {exc})"
-    return reason
+            return [verdicts.get(key) or Verdict(item.finding, False, str(exc)) for key, item in enumerate(items)]
+        for execution in _explore(probe, deadline):
+            pending = [key for key in range(len(items)) if key not in verdicts]
+            problem = _shape_problem(execution)
+            if problem is not None:
+                for key in pending:
+                    furthest[key].note(*problem)
+                continue
+            reached = {
+                key: paths
+                for key in pending
+                if (
+                    paths := _flagged_paths(
+                        execution, entries[id(items[key].raw.entry)], items[key].finding.report_path
+                    )
+                )
+            }
+            for key in pending:
+                if key not in reached:
+                    furthest[key].note((3, 0), "it returned, but never with the flagged value in its report")
+            if not reached:
+                continue
+            try:
+                before = _rescale(execution, settings)
+            except Exception as exc:  # Megatron's rescale refused these outputs
+                for key in reached:
+                    furthest[key].note((4, 0), f"the rescale raised {type(exc).__name__}: {exc}")
+                continue
+            after = _after_fix(fixed_probe.execute(execution.taken), before, settings)
+            for key, paths in reached.items():
+                verdicts[key] = _judge(items[key].finding, paths, before, after)
+            if len(verdicts) == len(items):
+                break
+        if len(verdicts) == len(items):
+            break
+    return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
 
 
-def _verify_source(source: SourceFile, selection: Selection, settings: Settings) -> list[Verdict]:
+def verify_source(
+    source: SourceFile, selection: Selection, settings: Settings, reaches: Reaches | None = None
+) -> list[Verdict]:
+    """One verdict per finding in `source`, in finding order; `reaches` as `check` is given them."""
+    # libcst can crash the process on deep nesting: validate and size the stack first, as `check` does.
+    try:
+        return call_at_depth(nesting_depth(source), _verify_source, source, selection, settings, reaches)
+    except RecursionError:
+        raise SourceError(source.path, "too deeply nested to analyse") from None
+
+
+def _verify_source(
+    source: SourceFile, selection: Selection, settings: Settings, reaches: Reaches | None
+) -> list[Verdict]:
+    if not check_text(source, selection, reaches=reaches)[0]:  # triaged: most files never reach libcst
+        return []
     module = parse(source)
-    located = locate(source, selection, module=module)
+    located = locate(source, selection, module=module, reaches=reaches)
     if not located:
         return []
-    fixed_module = parse(dataclasses.replace(source, text=fix_text(source, selection).text))
+    fixed_module = parse(dataclasses.replace(source, text=fix_text(source, selection, reaches).text))
     # The fix only inserts copies, so a function's index in source order finds it in the fixed module.
     original_functions, fixed_functions = functions(module), functions(fixed_module)
     index_of = {id(f): i for i, f in enumerate(original_functions)}
-    verdicts = []
-    runs: dict[int, tuple[_Run, _Run] | str] = {}
+    by_function: dict[int, list[Located]] = collections.defaultdict(list)
     for item in located:
-        index = index_of[id(item.raw.function)]
-        if index not in runs:
-            runs[index] = _run_both(module, original_functions[index], fixed_module, fixed_functions[index], settings)
-        outcome = runs[index]
-        if isinstance(outcome, str):
-            verdicts.append(Verdict(item.finding, False, outcome))
-        else:
-            verdicts.append(_judge(item.finding, *outcome))
-    return verdicts
+        by_function[index_of[id(item.raw.function)]].append(item)
+    verdict_of: dict[int, Verdict] = {}
+    for index, items in by_function.items():
+        found = _verify_function(
+            module, original_functions[index], fixed_module, fixed_functions[index], items, settings, source.path
+        )
+        verdict_of.update({id(item): verdict for item, verdict in zip(items, found, strict=True)})
+    return [verdict_of[id(item)] for item in located]
 
 
-def verify_file(path: str, selection: Selection, settings: Settings) -> tuple[list[Verdict], str | None]:
-    """Verdicts for one file, or the one-line reason it could not be checked."""
+def verify_file(
+    path: str, selection: Selection, settings: Settings, reaches: Reaches | None = None
+) -> tuple[list[Verdict], str | None]:
+    """Verdicts for one file (``-``: stdin), or the one-line reason it could not be checked."""
     try:
-        return verify_source(read_source(path), selection, settings), None
+        source = decode(sys.stdin.buffer.read(), "-") if path == "-" else read_source(path)
+        return verify_source(source, selection, settings, reaches), None
     except SourceError as exc:
         return [], str(exc)
+    except OSError as exc:
+        return [], f"{path}: cannot read: {exc.strerror or exc}"
+
+
+def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_format: str) -> None:
+    if output_format == "json":
+        modelled = settings.describe()
+        print(json.dumps([{**v.to_dict(), "modelled": modelled} for v in verdicts], indent=2))
+        return
+    for verdict in verdicts:
+        print(verdict.line())
+    confirmed = sum(v.confirmed for v in verdicts)
+    print(
+        f"{len(verdicts)} finding(s): {confirmed} confirmed, {len(verdicts) - confirmed} unconfirmed "
+        f"(modelled: {settings.describe()})."
+    )

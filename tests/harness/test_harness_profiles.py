@@ -57,7 +57,7 @@ def test_three_tuple_is_an_error_before_0_7():
         ("0.8", "0.7"),
         ("0.14.0rc1", "0.13"),
         ("0.5.0", "0.6"),
-        ("1.2.0", "0.15"),
+        ("0.16.1", "0.15"),
     ],
 )
 def test_resolve_profile_by_name_or_release(name, profile):
@@ -67,6 +67,12 @@ def test_resolve_profile_by_name_or_release(name, profile):
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(ValueError, match="use one of latest, installed, 0.6"):
         resolve_profile("newest")
+
+
+@pytest.mark.parametrize("release", ["0.17.0", "1.2.0", "0.99"])
+def test_a_release_newer_than_any_pinned_one_is_an_error_not_a_fallback(release):
+    with pytest.raises(ValueError, match="newer than any release flux-alias-lint models"):
+        resolve_profile(release)
 
 
 def test_every_profile_but_the_unreleased_commit_is_pinned_to_the_releases_it_resolves_from():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -72,16 +73,22 @@ def test_a_finding_that_does_not_move_at_runtime_is_unconfirmed(
         "def loss_func(output_tensor):\n    loss = output_tensor.sum()\n    return loss, {'l': loss.detach().half()}\n"
     )
     assert main(["verify", str(path)]) == 1
-    assert 'UNCONFIRMED report["l"] did not move under the rescale' in capsys.readouterr().out
+    assert (
+        'UNCONFIRMED report["l"] held the flagged value and did not move under the rescale' in capsys.readouterr().out
+    )
 
 
 def test_a_function_that_cannot_run_is_unconfirmed_not_a_crash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "needs_a_batch.py"
-    path.write_text("def loss_func(batch):\n    loss = batch['tokens'].sum()\n    return loss, {'l': loss.detach()}\n")
+    path = tmp_path / "calls_what_a_tensor_lacks.py"
+    path.write_text(
+        "def loss_func(out):\n    loss = out.sum().no_such_method()\n    return loss, {'l': loss.detach()}\n"
+    )
     assert main(["verify", str(path)]) == 1
-    assert "UNCONFIRMED no probe could run it" in capsys.readouterr().out
+    assert (
+        "UNCONFIRMED no probe could run it (AttributeError: 'Tensor' object has no attribute" in capsys.readouterr().out
+    )
 
 
 def test_profiles_are_selectable(capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,3 +122,53 @@ def test_a_function_that_needs_a_matrix_gets_one(tmp_path: Path, capsys: pytest.
     )
     assert main(["verify", str(path)]) == 0
     assert 'CONFIRMED report["lm loss"] ×0.50' in capsys.readouterr().out
+
+
+def test_the_text_output_names_the_megatron_it_modelled(capsys: pytest.CaptureFixture[str]) -> None:
+    seed = str(FIXTURES / "FAL001" / "seed.py")
+    assert main(["verify", seed]) == 0
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.endswith("(modelled: installed megatron-core 0.16.1, 2 microbatches, cp size 1).")
+    assert main(["verify", seed, "--profile", "0.12", "--num-microbatches", "4"]) == 0
+    assert "(modelled: profile 0.12 (0.12: in place; `*= cp_size` on both paths), 4 microbatches" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--profile", "0.99.0"], "newer than any release flux-alias-lint models"),
+        (["--profile", "newest"], "unknown Megatron profile 'newest'"),
+        (["--num-microbatches", "0"], "--num-microbatches: must be at least 1"),
+        (["--cp-group-size", "-1"], "--cp-group-size: must be at least 1"),
+    ],
+)
+def test_bad_options_are_usage_errors(options: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    seed = str(FIXTURES / "FAL001" / "seed.py")
+    try:
+        status = main(["verify", seed, *options])
+    except SystemExit as exit_:  # argparse's own usage error
+        status = exit_.code
+    assert status == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def test_verify_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    seed = (FIXTURES / "FAL001" / "seed.py").read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(seed)))
+    assert main(["verify", "-"]) == 0
+    assert capsys.readouterr().out.startswith('-:17: FAL001 CONFIRMED report["loss"][0] ×0.50')
+
+
+def test_megatron_cores_import_warnings_are_not_printed() -> None:
+    # A fresh process: megatron-core warns about Apex and Transformer Engine the first time it is imported.
+    run = subprocess.run(
+        [sys.executable, "-m", "flux_alias_lint", "verify", str(FIXTURES / "FAL001" / "seed.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0 and "CONFIRMED" in run.stdout
+    assert run.stderr == ""

@@ -1,0 +1,297 @@
+"""The part of a module's top level a probe runs, so a loss function sees its module's own values.
+
+What runs, statement by statement (nothing else at the top level does):
+
+- ``import`` and ``from ... import``, including those inside top-level ``try``/``if`` blocks.
+  Names from megatron's ``parallel_state``/``mpu`` answer as a single rank. A module of the
+  project itself (found on disk as the analysis finds it, ``project.find_module``) is not
+  imported: its own top level is run by these same rules, when a ``Project`` is given (the
+  modules the probed one imports, not what they import in turn). Any
+  other module is imported from the installed packages only (not the current directory). A
+  name that cannot be imported becomes a stub.
+- Assignments of constants: literals, names, attributes, containers, arithmetic and f-strings
+  of them, and calls of the built-in constructors ``dict``, ``list``, ``tuple``, ``set``,
+  ``frozenset``, ``int``, ``float``, ``str`` and ``bool``. ``LOSS_DTYPE = torch.float16`` and
+  ``BASE = {"step": 0}`` run; ``MODEL = build_model()`` does not. A name set to a literal
+  ``True`` or ``False`` is a setting its user may flip: branches on it are tried both ways.
+- ``def`` and ``class`` statements, with decorators, annotations and class keywords removed,
+  defaults that are not constants replaced by ``None``, and class bodies filtered by these
+  same rules. Defining runs none of their code; a probe that calls them does.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import importlib
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import libcst as cst
+
+from ..project import find_module
+from ._deps import quiet
+from .standins import PARALLEL_STATE_MODULES, Flag, Run, SingleRankParallelState, Stub, single_rank_answer, stub_type
+
+_CONSTRUCTORS = frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool"})
+
+
+def constant(node: cst.BaseExpression) -> bool:
+    """Literals, names and attributes, and containers, arithmetic and f-strings of them; nothing that calls."""
+    if isinstance(node, (cst.BaseNumber, cst.SimpleString, cst.Name, cst.Ellipsis)):
+        return True
+    if isinstance(node, cst.Attribute):
+        return constant(node.value)
+    if isinstance(node, cst.ConcatenatedString):
+        return constant(node.left) and constant(node.right)
+    if isinstance(node, cst.FormattedString):
+        return all(
+            not isinstance(part, cst.FormattedStringExpression) or constant(part.expression) for part in node.parts
+        )
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        return all(constant(e.value) for e in node.elements)
+    if isinstance(node, cst.Dict):
+        return all(
+            constant(e.value) and (isinstance(e, cst.StarredDictElement) or constant(e.key)) for e in node.elements
+        )
+    if isinstance(node, cst.UnaryOperation):
+        return constant(node.expression)
+    if isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+        return constant(node.left) and constant(node.right)
+    if isinstance(node, cst.Comparison):
+        return constant(node.left) and all(constant(c.comparator) for c in node.comparisons)
+    if isinstance(node, cst.Subscript):
+        return constant(node.value) and all(
+            isinstance(s.slice, cst.Index) and constant(s.slice.value) for s in node.slice
+        )
+    if isinstance(node, cst.Call):
+        return (
+            isinstance(node.func, cst.Name)
+            and node.func.value in _CONSTRUCTORS
+            and all(constant(a.value) for a in node.args)
+        )
+    return False
+
+
+def _safe_statement(stmt: cst.BaseStatement) -> cst.BaseStatement | None:
+    """The statement as the probe may run it, or None if it may not run at all."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        kept = [small for small in stmt.body if _safe_small(small)]
+        return stmt.with_changes(body=kept) if kept else None
+    if isinstance(stmt, cst.FunctionDef):
+        return _definition_only(stmt)
+    if isinstance(stmt, cst.ClassDef):
+        if not all(constant(base.value) for base in stmt.bases):
+            return None
+        body = [s for s in map(_safe_statement, stmt.body.body) if s is not None]
+        return stmt.with_changes(
+            decorators=[],
+            keywords=[],
+            lpar=cst.MaybeSentinel.DEFAULT if not stmt.bases else stmt.lpar,
+            rpar=cst.MaybeSentinel.DEFAULT if not stmt.bases else stmt.rpar,
+            body=cst.IndentedBlock(body=body or [cst.SimpleStatementLine([cst.Pass()])]),
+        )
+    return None
+
+
+def _safe_small(small: cst.BaseSmallStatement) -> bool:
+    if isinstance(small, cst.Assign):
+        return constant(small.value) and all(isinstance(t.target, (cst.Name, cst.Tuple)) for t in small.targets)
+    if isinstance(small, cst.AnnAssign):
+        return small.value is not None and isinstance(small.target, cst.Name) and constant(small.value)
+    return isinstance(small, cst.Pass)
+
+
+# The decorators that change what a method is, rather than wrap it: kept, so `self` stays right.
+_METHOD_KINDS = frozenset({"staticmethod", "classmethod", "property"})
+
+
+def _definition_only(function: cst.FunctionDef) -> cst.FunctionDef:
+    """``function`` without decorators or annotations, non-constant defaults replaced by None."""
+
+    class Strip(cst.CSTTransformer):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function  # nested functions are not evaluated at definition time
+
+        def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
+            default = updated.default
+            if default is not None and not constant(default):
+                default = cst.Name("None")
+            return updated.with_changes(annotation=None, default=default)
+
+    stripped = function.visit(Strip())
+    assert isinstance(stripped, cst.FunctionDef)
+    kinds = [d for d in function.decorators if isinstance(d.decorator, cst.Name) and d.decorator.value in _METHOD_KINDS]
+    return stripped.with_changes(decorators=kinds, returns=None, leading_lines=[])
+
+
+def _imports(module: cst.Module) -> Iterator[cst.Import | cst.ImportFrom]:
+    """Import statements at the top level, and in top-level ``try``/``if`` blocks."""
+
+    def walk(statements: Any) -> Iterator[cst.Import | cst.ImportFrom]:
+        for stmt in statements:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                yield from (s for s in stmt.body if isinstance(s, (cst.Import, cst.ImportFrom)))
+            elif isinstance(stmt, (cst.Try, cst.If)):
+                yield from walk(stmt.body.body)
+
+    yield from walk(module.body)
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    assert isinstance(node, cst.Name)
+    return node.value
+
+
+@contextlib.contextmanager
+def _installed_packages_only() -> Iterator[None]:
+    """Imports must not pick up the checked repository's own code through the current directory."""
+    saved = sys.path[:]
+    here = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != here]
+    try:
+        with quiet():
+            yield
+    finally:
+        sys.path[:] = saved
+
+
+def _import(dotted: str) -> Any:
+    try:
+        return importlib.import_module(dotted)
+    except Exception:  # not installed, or its own import failed: the caller stubs it
+        return None
+
+
+class _ModuleNamespace(dict):
+    """A project module's globals: a name it does not define is a stub, not a NameError."""
+
+    def __init__(self, run: Run, name: str) -> None:
+        super().__init__(__name__=name)
+        self._run = run
+
+    def __missing__(self, name: str) -> Any:
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        self[name] = stub = Stub(name, self._run)
+        return stub
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: str) -> cst.Module:
+    """A project module's tree: every probe of a run that imports it parses it once."""
+    with open(path, "rb") as file:
+        return cst.parse_module(file.read())
+
+
+class Project:
+    """The modules of the checked project a probe has loaded, by file: each one's top level runs once."""
+
+    # The modules the probed one imports run; what they import in turn is installed or stubbed. Deeper
+    # chains cost more than they give: a training package's modules import half the package.
+    MAX_DEPTH = 1
+    MAX_BYTES = 200_000  # a generated table, not a helper: stubbed
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._loaded: dict[str, types.ModuleType] = {}
+        self._depth = 0
+
+    def module(self, importer: str, dotted: str, level: int) -> types.ModuleType | None:
+        """The project module ``importer`` imports as ``dotted`` (None: not one of the project's)."""
+        path = find_module(importer, dotted, level)
+        if path is None or os.path.getsize(path) > self.MAX_BYTES:
+            return None
+        if path not in self._loaded:
+            if self._depth >= self.MAX_DEPTH:
+                return None
+            # Registered before its top level runs: a module that imports itself back finds it.
+            self._loaded[path] = module = types.ModuleType(dotted)
+            namespace = _ModuleNamespace(self._run, dotted)
+            self._depth += 1
+            try:
+                run_module_top(_parsed(path), namespace, self._run, path, self)
+            except Exception:  # unreadable or unparsable: its names are stubs
+                return None
+            finally:
+                self._depth -= 1
+            module.__dict__.update(namespace)
+        return self._loaded[path]
+
+
+def _bind_import(
+    stmt: cst.Import | cst.ImportFrom, bind: Callable[[str, Any], None], run: Run, path: str, project: Project | None
+) -> None:
+    def load(dotted: str, level: int = 0) -> Any:
+        found = project.module(path, dotted, level) if project is not None and path else None
+        return found if found is not None or level else _import(dotted)
+
+    if isinstance(stmt, cst.Import):
+        for alias in stmt.names:
+            dotted = _dotted(alias.name)
+            name = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+            if name and dotted in PARALLEL_STATE_MODULES:
+                bind(name, SingleRankParallelState(run))
+            elif name:
+                module = load(dotted)
+                bind(name, module if module is not None else stub_type(name, run))
+            else:  # `import a.b`: importing the submodule first makes it an attribute of `a`
+                top = dotted.split(".")[0]
+                module = load(dotted) and load(top)
+                bind(top, module if module is not None else stub_type(top, run))
+        return
+    if isinstance(stmt.names, cst.ImportStar):
+        return
+    level = len(stmt.relative)
+    source = _dotted(stmt.module) if stmt.module is not None else ""
+    module = load(source, level) if source or level else None
+    for alias in stmt.names:
+        imported = _dotted(alias.name)
+        name = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else imported
+        full = f"{source}.{imported}" if source else imported
+        if not level and full in PARALLEL_STATE_MODULES:
+            bind(name, SingleRankParallelState(run))
+        elif not level and source in PARALLEL_STATE_MODULES:
+            bind(name, single_rank_answer(imported) or stub_type(name, run))
+        elif module is not None and hasattr(module, imported):
+            bind(name, getattr(module, imported))
+        else:
+            found = load(full, level)
+            bind(name, found if found is not None else stub_type(name, run))
+
+
+def run_module_top(
+    module: cst.Module, namespace: dict[str, Any], run: Run, path: str = "", project: Project | None = None
+) -> None:
+    """Fill ``namespace`` with what the safe part of ``module`` (the file ``path``) defines at its top level.
+
+    See the module docstring; ``project``: load the project's own modules it imports, else stub them.
+    """
+    with _installed_packages_only():
+        for stmt in _imports(module):
+            _bind_import(stmt, namespace.__setitem__, run, path, project)
+    for stmt in module.body:
+        safe = _safe_statement(stmt)
+        if safe is None:
+            continue
+        try:
+            exec(compile(cst.Module(body=[safe]).code, "<flux-alias-lint module top>", "exec"), namespace)
+        except Exception:  # a definition the probe may not need (a base class that is a stub, say)
+            continue
+        for name in _flags(safe):
+            namespace[name] = Flag(namespace[name], run)
+
+
+def _flags(stmt: cst.BaseStatement) -> Iterator[str]:
+    """Names a statement sets to a literal True or False."""
+    for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+        value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            yield from (t.value for t in targets if isinstance(t, cst.Name))
