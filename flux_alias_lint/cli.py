@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import dataclasses
 import glob
-import json
 import multiprocessing
 import os
 import signal
