@@ -47,6 +47,13 @@ Key = str | int | None  # a container key; None = unknown
 # Beyond this many paths per function, branches are joined again: no statement is analysed more
 # than this many times over.
 _MAX_PATHS = 16
+# The bounds that keep the analysis near-linear (see `ModuleAnalysis._degraded` and README,
+# Reliability). Far above what real code reaches: within them the analysis is exact as before.
+_MAX_OPS = 32  # longer op chains end in one widened op standing for the rest
+_MAX_ALIASES = 32  # larger alias sets merge aliases passing through the same expression
+_WORK_PER_STATEMENT = 32  # statements analysed per statement of a function before it degrades
+_MIN_WORK = 4_096
+_INDEXED = 32  # containers with more entries find keys through an index, not a scan
 
 _SEVERITY = {
     AliasKind.SAME: 0,
@@ -61,6 +68,20 @@ class Op:
     kind: AliasKind
     label: str  # e.g. ".detach()", "[0]", ".float()"
     unpacked: bool = False  # position i of `a, b = value`: an element, not a view of the whole
+    # Stands for several chains of ops (see `_widened`): never known to equal another op.
+    widened: bool = False
+
+
+def _widened(tails: Sequence[Sequence[Op]], detached: bool) -> Op:
+    """One op standing for several tails of ops (`detached`: whether every chain they end was detached).
+
+    Its kind is their most doubtful one; it never equals another op, so the aliases it ends overlap
+    whatever the tails could have (sound), only less precisely.
+    """
+    kind = max((op.kind for tail in tails for op in tail), key=_SEVERITY.__getitem__, default=AliasKind.SAME)
+    if kind is AliasKind.DETACH and not detached:
+        kind = AliasKind.SAME  # a chain that was never detached must keep `.detach()` in its fix
+    return Op(kind, "...", widened=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +100,11 @@ class Alias:
 
     def derive(self, op: Op, node: cst.BaseExpression, index: Key | None = None, fixable: bool = True) -> Alias:
         token = self.token if index is None else self.token + (index,)
-        return Alias(token, self.ops + (op,), node, fixable)
+        ops = self.ops + (op,)
+        if len(ops) > _MAX_OPS:  # `r = r.view(-1)` repeated: the chain stops growing
+            tail = ops[_MAX_OPS - 1 :]
+            ops = ops[: _MAX_OPS - 1] + (_widened([tail], any(o.kind is AliasKind.DETACH for o in ops)),)
+        return Alias(token, ops, node, fixable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,14 +124,27 @@ class Val:
 
     def item(self, key: Key) -> Val:
         if key is not None:
-            for k, v in self.items:
-                if k == key:
-                    return v
+            position = self._position(key)
+            if position is not None:
+                return self.items[position][1]
         found = [v for k, v in self.items if key is None or k is None]
         return join_all(found) if found else Val()
 
+    def _position(self, key: Key) -> int | None:
+        """Where the known `key` is in `items`. Known keys are unique; a large container looks
+        them up in a `_KeyIndex` (cached on the instance), so 20,000 stores are not 20,000 scans."""
+        if len(self.items) <= _INDEXED:
+            return next((i for i, (k, _) in enumerate(self.items) if k == key), None)
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = _KeyIndex(self.items)
+            object.__setattr__(self, "_index", index)
+        return index.find(key, len(self.items))
+
     def with_item(self, key: Key, value: Val, *, strong: bool = True) -> Val:
         """Store `value` at `key`; a weak store (unknown key) may or may not overwrite, so it joins."""
+        if key is not None and len(self.items) > _INDEXED:
+            return self._with_known_item(key, value, strong)
         strong = strong and key is not None
         items, found = [], False
         for k, v in self.items:
@@ -118,6 +156,20 @@ class Val:
         if not found:
             items.append((key, value))
         return dataclasses.replace(self, items=tuple(items))
+
+    def _with_known_item(self, key: Key, value: Val, strong: bool) -> Val:
+        """`with_item` for a known key of a large container: a lookup and a copy, no Python-level scan."""
+        position = self._position(key)
+        index: _KeyIndex = self.__dict__["_index"]
+        if position is None:
+            items = self.items + ((key, value),)
+            index = index.appended(key, len(self.items))
+        else:
+            stored = value if strong else join(self.items[position][1], value)
+            items = self.items[:position] + ((key, stored),) + self.items[position + 1 :]
+        result = dataclasses.replace(self, items=items)
+        object.__setattr__(result, "_index", index)  # the same keys at the same positions
+        return result
 
     def entered_at(self, node: cst.BaseExpression) -> Val:
         """The same value, now passed through ``node`` (its top-level aliases only)."""
@@ -133,14 +185,45 @@ class Val:
 IMMUTABLE = Val(immutable=True)
 
 
+class _KeyIndex:
+    """Positions of the known keys of a container's items, shared by the containers that extend it.
+
+    Items are only ever appended to it by its owner (the container whose length it covers), so
+    a position below a container's own length is that container's: a shorter container sharing
+    the index still reads it right, and one that extends it otherwise takes a copy.
+    """
+
+    def __init__(self, items: tuple[tuple[Key, Val], ...]) -> None:
+        self.positions: dict[Key, int] = {}
+        for i, (k, _) in enumerate(items):
+            if k is not None:
+                self.positions.setdefault(k, i)
+        self.length = len(items)
+
+    def find(self, key: Key, length: int) -> int | None:
+        position = self.positions.get(key)
+        return position if position is not None and position < length else None
+
+    def appended(self, key: Key, length: int) -> _KeyIndex:
+        """The index of a container of `length` items with `key` appended."""
+        index = self
+        if self.length != length:  # another container already extended this one: copy its part
+            index = _KeyIndex.__new__(_KeyIndex)
+            index.positions = {k: p for k, p in self.positions.items() if p < length}
+        index.positions[key] = length
+        index.length = length + 1
+        return index
+
+
 def join(a: Val, b: Val) -> Val:
     if a is b:
         return a
     items: dict[Key, Val] = {}
     for k, v in a.items + b.items:
         items[k] = join(items[k], v) if k in items else v
+    aliases = a.aliases | b.aliases
     return Val(
-        aliases=a.aliases | b.aliases,
+        aliases=aliases if len(aliases) <= _MAX_ALIASES else _merge_aliases(aliases),
         container=a.container or b.container,
         items=tuple(items.items()),
         immutable=a.immutable and b.immutable,
@@ -149,6 +232,38 @@ def join(a: Val, b: Val) -> Val:
         tensor=a.tensor or b.tensor,
         function=a.function if a.function is b.function else None,
     )
+
+
+def _merge_aliases(aliases: frozenset[Alias]) -> frozenset[Alias]:
+    """Fewer aliases covering at least the same storage, for findings at the same expressions.
+
+    Branches alternating `r = r.detach()` and `r = r.view(-1)` give 2**n chains of ops: aliases
+    through the same expression merge into one over their common token and ops prefix, ending in
+    a widened op. Aliases through different expressions stay apart (each is a finding of its own).
+    """
+    groups: dict[tuple[int, bool, object], list[Alias]] = {}
+    for alias in aliases:
+        groups.setdefault((id(alias.entry), alias.fixable, alias.token[:2]), []).append(alias)
+    merged = []
+    for group in groups.values():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        token = _common_prefix([a.token for a in group])
+        ops = _common_prefix([a.ops for a in group])
+        tails = [a.ops[len(ops) :] for a in group]
+        if any(tails):
+            ops += (_widened(tails, all(a.detached for a in group)),)
+        merged.append(Alias(token, ops, group[0].entry, group[0].fixable))
+    return frozenset(merged)
+
+
+def _common_prefix(items: Sequence[tuple]) -> tuple:
+    shortest = min(items, key=len)
+    for i, x in enumerate(shortest):
+        if any(item[i] != x or getattr(x, "widened", False) for item in items):
+            return shortest[:i]
+    return shortest
 
 
 def join_all(vals: Sequence[Val]) -> Val:
@@ -230,7 +345,7 @@ def _overlap(entry: Alias, backprop: Alias) -> bool:
         return False
     common = 0
     for x, y in zip(entry.ops, backprop.ops, strict=False):
-        if x != y:
+        if x != y or x.widened:
             # `text[:i]` and `text[i:]`: different parts of one base are assumed disjoint.
             return not (_narrows(x) and _narrows(y))
         common += 1
@@ -253,7 +368,7 @@ def _relative_kind(entry: Alias, backprop: Alias) -> AliasKind:
     """The most doubtful operation separating the report value from the backprop tensor."""
     common = 0
     for x, y in zip(entry.ops, backprop.ops, strict=False):
-        if x != y:
+        if x != y or x.widened:
             break
         common += 1
     rest = entry.ops[common:] + backprop.ops[common:]
@@ -325,6 +440,9 @@ class ModuleAnalysis:
         self._paths = 1  # how many paths through the current function are being followed separately
         self._passes: tuple[int, ...] = ()  # which pass of each enclosing loop is being analysed
         self._functions: list[cst.FunctionDef | cst.Lambda] = []  # innermost last
+        self._work = 0  # statements analysed so far
+        self._work_limit = 0  # beyond this much work, the current function degrades (`_degraded`)
+        self._carried: dict[int, Env] = {}  # per loop: the state its last analysis reached
 
     # ---- entry points -------------------------------------------------------------
 
@@ -383,8 +501,19 @@ class ModuleAnalysis:
             names.append(param.name.value)
         return names
 
+    def _degraded(self) -> bool:
+        """Whether the current function has used its work budget (`_WORK_PER_STATEMENT` per
+        statement). From then on, branches join at once and a loop analysed before runs its body
+        once, from its entry state joined with the state it reached last time: each statement is
+        then analysed at most (enclosing loops + 1) times more, where nested loops ran their
+        bodies 2**depth times."""
+        return self._work > self._work_limit
+
     def _analyze_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env) -> None:
         self._analyzed.add(id(node))
+        saved_limit = self._work_limit
+        limit = self._work + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
+        self._work_limit = min(limit, saved_limit) if self._functions else limit  # nested: within the outer budget
         env: Env = dict(closure)
         self._bind_parameters(node, env)
         self._functions.append(node)
@@ -395,6 +524,7 @@ class ModuleAnalysis:
             self._exec_block(node.body.body, env)
             self._loops, self._paths = saved, saved_paths
         self._functions.pop()
+        self._work_limit = saved_limit
 
     def _check_return(self, val: Val, node: cst.BaseExpression | None) -> None:
         if val.container != "seq":
@@ -452,6 +582,7 @@ class ModuleAnalysis:
         for index, stmt in enumerate(body):
             if env is None:
                 return None
+            self._work += 1
             if isinstance(stmt, cst.If):
                 outcomes = self._if_branches(stmt, env)
             elif isinstance(stmt, (cst.For, cst.While)):
@@ -460,7 +591,7 @@ class ModuleAnalysis:
                 env = self._exec(stmt, env)
                 continue
             branches = [e for e in outcomes if e is not None]
-            if len(branches) < 2 or self._paths * len(branches) > _MAX_PATHS:
+            if len(branches) < 2 or self._paths * len(branches) > _MAX_PATHS or self._degraded():
                 env = join_envs(branches)
                 continue
             # Path-sensitive up to _MAX_PATHS: the rest of the block runs once per branch (or per
@@ -535,8 +666,14 @@ class ModuleAnalysis:
         self._loops.append(loop)
         exits: list[Env | None] = [env]
         state: Env | None = env
-        # Twice: the second pass sees what the first bound (enough for alias chains).
-        for loop_pass in range(2):
+        # Twice: the second pass sees what the first bound (enough for alias chains). Degraded,
+        # a loop analysed before (an inner loop on its enclosing loop's second pass) starts
+        # from what it reached then and runs once.
+        passes = range(2)
+        carried = self._carried.get(id(stmt)) if self._degraded() else None
+        if carried is not None:
+            state, passes = join_envs([env, carried]), range(1, 2)
+        for loop_pass in passes:
             assert state is not None
             body_env = dict(state)
             self._passes += (loop_pass,)
@@ -549,6 +686,8 @@ class ModuleAnalysis:
             exits.append(end)
             state = join_envs([state, end])
         self._loops.pop()
+        assert state is not None
+        self._carried[id(stmt)] = state
         if stmt.orelse:
             exits = [self._exec_orelse(stmt.orelse, dict(e)) if e is not None else None for e in exits]
         return exits + loop.breaks
@@ -812,17 +951,24 @@ class ModuleAnalysis:
         return Val(container="seq", items=tuple(items))
 
     def _eval_Dict(self, node: cst.Dict, env: Env) -> Val:
-        result = Val(container="dict")
+        # Built in one go, as `with_item` would entry by entry: a 20,000-entry literal is not
+        # 20,000 copies of a growing tuple. An unknown key (None) may be any other: it joins.
+        items: list[tuple[Key, Val]] = []
+        positions: dict[Key, int] = {}
         for element in node.elements:
             if isinstance(element, cst.StarredDictElement):
-                other = self._eval(element.value, env)
-                for key, val in other.items:
-                    result = result.with_item(key, val, strong=key is not None)
+                pairs: Sequence[tuple[Key, Val]] = self._eval(element.value, env).items
             else:
                 self._eval(element.key, env)
-                key = _constant_index(element.key)
-                result = result.with_item(key, self._eval(element.value, env), strong=key is not None)
-        return result
+                pairs = [(_constant_index(element.key), self._eval(element.value, env))]
+            for key, val in pairs:
+                position = positions.get(key)
+                if position is None:
+                    positions[key] = len(items)
+                    items.append((key, val))
+                else:
+                    items[position] = (key, val if key is not None else join(items[position][1], val))
+        return Val(container="dict", items=tuple(items))
 
     def _eval_IfExp(self, node: cst.IfExp, env: Env) -> Val:
         self._eval(node.test, env)
@@ -1329,6 +1475,21 @@ def _parameters(params: cst.Parameters) -> Iterator[cst.Param]:
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
             yield star
+
+
+def _statement_count(node: cst.CSTNode) -> int:
+    """Statements (and the blocks holding them) in a function, without descending into expressions."""
+    count, stack = 0, [node]
+    while stack:
+        current = stack.pop()
+        count += 1
+        for name in ("body", "orelse", "handlers", "finalbody", "cases"):
+            child = getattr(current, name, None)
+            if isinstance(child, cst.CSTNode):
+                stack.append(child)
+            elif isinstance(child, tuple | list):
+                stack.extend(c for c in child if isinstance(c, cst.CSTNode))
+    return count
 
 
 def _target_names(node: cst.BaseExpression) -> Iterator[str]:
