@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from . import __version__
@@ -25,9 +25,9 @@ from .parallel import check_files
 from .progress import progress_wanted, run_summary, track
 from .project import UNREACHED, ProjectIndex, Reaches
 from .rules import RULES
-from .runner import FileResult, Mode, lint_source, unchecked
+from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked
 from .selection import Layer, Selection, resolve
-from .source import SourceError, decode
+from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
@@ -108,6 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--stdin-filename", metavar="PATH", help="read the source from stdin and report it as PATH")
     check.add_argument("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: all cores)")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    check.add_argument(
+        "--timeout",
+        type=_non_negative(float),
+        metavar="SECONDS",
+        help="per file, then it is reported as too complex "
+        f"(default: file-timeout in the config, else {DEFAULT_TIMEOUT:g}; 0: no limit)",
+    )
+    check.add_argument(
+        "--max-file-size",
+        type=_non_negative(int),
+        metavar="BYTES",
+        help="larger files are skipped with an error "
+        f"(default: max-file-size in the config, else {DEFAULT_MAX_FILE_SIZE})",
+    )
     check.add_argument(
         "--cache-dir",
         metavar="DIR",
@@ -258,6 +272,12 @@ class _Settings:
             return Path(self.args.cache_dir)
         return (self.config(Path(path)).root or self.cwd) / CACHE_DIR_NAME
 
+    def limits(self, path: str) -> Limits:
+        """The time and size limits for `path`: the command line's, else its config's."""
+        config = self.config(Path(path))
+        timeout = config.file_timeout if self.args.timeout is None else self.args.timeout
+        return Limits(timeout, config.max_file_size if self.args.max_file_size is None else self.args.max_file_size)
+
     def files(self) -> tuple[list[str], list[str]]:
         gitignore = GitIgnore() if self.args.respect_gitignore else None
         return discover(self.args.paths, self.excluded, self.args.force_exclude, gitignore)
@@ -304,15 +324,14 @@ def _check_grouped(
     files: list[str], settings: _Settings, mode: Mode, reached: Mapping[str, Reaches]
 ) -> Iterator[tuple[str, FileResult]]:
     """Files with the same selection and cache go through `check_files` together; `reached`: see `check_files`."""
-    groups: dict[tuple[Selection, Path], list[str]] = {}
+    groups: dict[tuple[Selection, Path, Limits], list[str]] = {}
     for path in files:
-        groups.setdefault((settings.selection(path), settings.cache_dir(path)), []).append(path)
+        groups.setdefault((settings.selection(path), settings.cache_dir(path), settings.limits(path)), []).append(path)
     args = settings.args
-    for (selection, cache_dir), paths in groups.items():
+    for (selection, cache_dir, limits), paths in groups.items():
         cache = None if args.no_cache else Cache(cache_dir, selection)
-        yield from zip(
-            paths, check_files(paths, selection, mode, jobs=args.jobs, cache=cache, reached=reached), strict=True
-        )
+        checked = check_files(paths, selection, mode, jobs=args.jobs, cache=cache, reached=reached, limits=limits)
+        yield from zip(paths, checked, strict=True)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -358,6 +377,16 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return number
+
+
+def _non_negative(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        number = kind(value)
+        if number < 0:
+            raise argparse.ArgumentTypeError("must not be negative")
+        return number
+
+    return parse
 
 
 def _check_stdin(args: argparse.Namespace, settings: _Settings) -> FileResult:

@@ -17,6 +17,8 @@ import tomllib
 from pathlib import Path
 
 from .rules import RULES
+from .runner import DEFAULT_TIMEOUT
+from .source import DEFAULT_MAX_FILE_SIZE
 
 
 class ConfigError(Exception):
@@ -36,6 +38,8 @@ class Config:
     target_version: tuple[int, int] | None = None  # the oldest Python the project supports
     root: Path | None = None  # the directory of the file the settings came from
     source: Path | None = None
+    file_timeout: float = DEFAULT_TIMEOUT  # seconds per file; 0: no limit
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes
 
     def ignored_for(self, path: str) -> tuple[str, ...]:
         """The `per-file-ignores` codes for `path`: globs match its path below `root`, or its name."""
@@ -57,6 +61,7 @@ _KEYS = _LISTS | {"per-file-ignores", "target-version", "unreached"}
 UNREACHED_CHOICES = ("error", "warn")
 _TARGET = re.compile(r"py3(\d+)")
 _REQUIRES = re.compile(r">=?\s*3\.(\d+)")
+_NUMBERS = {"file-timeout", "max-file-size"}  # non-negative numbers (max-file-size: an integer)
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -91,7 +96,7 @@ def _table(path: Path, required: bool) -> dict[str, object] | None:
 def load_config(path: Path) -> Config:
     """The settings in `path` (a pyproject.toml, or a TOML file given with --config)."""
     table = _table(path, required=True) or {}
-    unknown = sorted(set(table) - _KEYS)
+    unknown = sorted(set(table) - _KEYS - _NUMBERS)
     if unknown:
         raise ConfigError(f"{path}: unknown option(s) in [tool.flux-alias-lint]: {', '.join(unknown)}")
     values: dict[str, object] = {}
@@ -104,6 +109,14 @@ def load_config(path: Path) -> Config:
         (glob, _strings(path, f"per-file-ignores.{glob}", codes, codes=True)) for glob, codes in per_file.items()
     )
     values["target_version"] = _target_version(path, table)
+    for key in _NUMBERS & set(table):
+        value = table[key]
+        integral = isinstance(value, int) or key == "file-timeout" and isinstance(value, float)
+        if isinstance(value, bool) or not integral or value < 0:
+            raise ConfigError(
+                f"{path}: `{key}` must be a non-negative {'number' if key == 'file-timeout' else 'integer'}"
+            )
+        values[key.replace("-", "_")] = value
     if "unreached" in table:
         if table["unreached"] not in UNREACHED_CHOICES:
             raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_CHOICES))}")

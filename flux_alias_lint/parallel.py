@@ -16,8 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from .cache import Cache, Stamp, digest_of, reach_key, stamp_of
 from .project import Reaches
-from .runner import FileResult, Mode, process_file
+from .runner import DEFAULT_LIMITS, FileResult, Limits, Mode, process_file, unchecked
 from .selection import Selection
+from .source import SourceError, read_regular
 
 # Below this much source, forking workers costs more than it saves (a fork plus a libcst import
 # per worker is ~0.3 s; checking 256 kB in-process takes about as long).
@@ -41,6 +42,7 @@ def check_files(
     jobs: int | None = None,
     cache: Cache | None = None,
     reached: Mapping[str, Reaches] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[FileResult]:
     """One `FileResult` per path, in order. The cache is consulted and updated in check mode only.
 
@@ -49,7 +51,7 @@ def check_files(
     if mode is not Mode.CHECK:
         cache = None
     with _fewer_collections():
-        yield from _check_files(paths, selection, mode, jobs, cache, reached)
+        yield from _check_files(paths, selection, mode, jobs, cache, reached, limits)
 
 
 @contextlib.contextmanager
@@ -72,6 +74,7 @@ def _check_files(
     jobs: int | None,
     cache: Cache | None,
     reached: Mapping[str, Reaches] | None,
+    limits: Limits,
 ) -> Iterator[FileResult]:
     done: list[FileResult | None] = [None] * len(paths)
     todo: list[int] = []
@@ -83,13 +86,21 @@ def _check_files(
             todo.append(index)  # process_file reports why
             continue
         sizes[index] = st.st_size
-        hit = cache.lookup(path, st, _reach_key(reached, path)) if cache is not None else None
+        # Only a regular file within the limit is looked up (lookup may read it); _check_one says why not.
+        regular = stat.S_ISREG(st.st_mode) and st.st_size <= limits.max_bytes
+        hit = cache.lookup(path, st, _reach_key(reached, path)) if cache is not None and regular else None
         if hit is None:
             todo.append(index)
         else:
             done[index] = hit
     work = _run(
-        [paths[i] for i in todo], [sizes.get(i, 0) for i in todo], selection, mode, jobs or default_jobs(), reached
+        [paths[i] for i in todo],
+        [sizes.get(i, 0) for i in todo],
+        selection,
+        mode,
+        jobs or default_jobs(),
+        reached,
+        limits,
     )
     pending = iter(todo)
     next_todo = next(pending, None)
@@ -118,9 +129,10 @@ def _run(
     mode: Mode,
     jobs: int,
     reached: Mapping[str, Reaches] | None,
+    limits: Limits,
 ) -> Iterator[Checked]:
     """Checked files in the order of `paths`."""
-    task = functools.partial(_check_one, selection=selection, mode=mode, reached=reached)
+    task = functools.partial(_check_one, selection=selection, mode=mode, reached=reached, limits=limits)
     workers = min(jobs, len(paths))
     if workers <= 1 or sum(sizes) < _IN_PROCESS_BYTES:
         yield from map(task, paths)
@@ -146,15 +158,15 @@ def _indexed(task: functools.partial[Checked], item: tuple[int, str]) -> tuple[i
     return item[0], task(item[1])
 
 
-def _check_one(path: str, selection: Selection, mode: Mode, reached: Mapping[str, Reaches] | None) -> Checked:
-    """Read once (stat first: a change after the stat only makes the stamp stale, never wrong)."""
+def _check_one(
+    path: str, selection: Selection, mode: Mode, reached: Mapping[str, Reaches] | None, limits: Limits
+) -> Checked:
+    """Read once, a regular file only (the stat is taken as it is opened: a change after it only
+    makes the stamp stale, never wrong)."""
     reaches = reached.get(os.path.realpath(path), {}) if reached is not None else None
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError  # FIFOs, devices, directories: process_file has the words for these
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return process_file(path, selection, mode, reaches=reaches), None, None
-    return process_file(path, selection, mode, data, reaches), stamp_of(st), digest_of(data)
+        data, st = read_regular(path, limits.max_bytes)
+    except SourceError as exc:
+        return unchecked(exc, selection), None, None
+    result = process_file(path, selection, mode, data, reaches, limits)
+    return result, (stamp_of(st) if result.cacheable else None), digest_of(data)

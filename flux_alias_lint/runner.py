@@ -8,13 +8,18 @@ import difflib
 import enum
 import os
 import re
+import signal
 import stat
 import tempfile
+import threading
+from collections.abc import Iterator
 
 from .finding import Finding
 from .project import Reaches
 from .selection import UNCHECKED, Selection
-from .source import SourceError, SourceFile, decode, read_bytes
+from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes
+
+DEFAULT_TIMEOUT = 30.0
 
 
 class Mode(enum.Enum):
@@ -34,6 +39,7 @@ class FileResult:
     dependencies: tuple[str, ...] = ()  # other files whose functions' summaries the findings used
     fixed_codes: tuple[str, ...] = ()  # the rule of each fixed finding, for the closing summary
     warning: str | None = None  # one line: why a fix was not written (read-only, refused)
+    cacheable: bool = True  # False: the outcome depends on the run (a time limit), not on the file
 
 
 # Where a reason says the problem is: "syntax error at 3:7: ...", "(byte 0xe9 on line 2)".
@@ -53,6 +59,42 @@ def unchecked(error: SourceError, selection: Selection) -> FileResult:
     # No context: whoever calls the file's functions, nothing in it was checked (and it always fails the run).
     finding = Finding(error.path, line, column, line, column, UNCHECKED, message, fixable=False, context="")
     return FileResult(error.path, [finding])
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one file may cost: `timeout` seconds of checking (0: no limit), `max_bytes` of source."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    max_bytes: int = DEFAULT_MAX_FILE_SIZE
+
+
+class _TimedOut(BaseException):
+    """Raised by the timer's signal handler; a BaseException so that no `except Exception` on the
+    way swallows it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block after `seconds` with `_TimedOut`. Signals reach only the main thread,
+    which is where files are checked (in this process or in each worker); elsewhere, no limit."""
+    if seconds <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _TimedOut
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+DEFAULT_LIMITS = Limits()
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -100,7 +142,7 @@ def write_fix(source: SourceFile, original: bytes, text: str) -> None:
     data = source.encode(text)
     if source.encode(source.text) != original or decode(data, path).text != text:
         raise SourceError(path, f"fix refused, {source.encoding} does not round-trip this file byte for byte")
-    current = read_bytes(path)
+    current = read_bytes(path, max(len(original), len(data)))
     if current == data:
         return  # a concurrent run wrote the same fix
     if current != original:
@@ -152,28 +194,44 @@ def read_only(path: str) -> str | None:
 
 
 def process_file(
-    path: str, selection: Selection, mode: Mode, data: bytes | None = None, reaches: Reaches | None = None
+    path: str,
+    selection: Selection,
+    mode: Mode,
+    data: bytes | None = None,
+    reaches: Reaches | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> FileResult:
     """Never raises for a bad file: it becomes a FAL000 finding (a checker bug: `FileResult.error`).
 
     `data`: the file's bytes when the caller already read them (to hash them for the cache).
     """
     try:
-        original = read_bytes(path) if data is None else data
+        original = read_bytes(path, limits.max_bytes) if data is None else data
         source = decode(original, path)
-        protected = read_only(path) if mode is Mode.FIX else None
-        if protected:
-            result, _ = lint_source(source, selection, Mode.CHECK, reaches)
-            return dataclasses.replace(result, warning=protected) if any(f.fixable for f in result.findings) else result
+        from . import lint  # noqa: F401  (imported outside the time limit: libcst takes ~0.3 s to load)
+
         try:
-            result, text = lint_source(source, selection, mode, reaches)
-            if mode is Mode.FIX and result.changed:
-                write_fix(source, original, text)
-        except SourceError as exc:
-            if not exc.reason.startswith(_REFUSALS):
-                raise
-            result, _ = lint_source(source, selection, Mode.CHECK, reaches)
-            return dataclasses.replace(result, warning=str(exc))
+            with _time_limit(limits.timeout):
+                protected = read_only(path) if mode is Mode.FIX else None
+                if protected:
+                    result, _ = lint_source(source, selection, Mode.CHECK, reaches)
+                    return (
+                        dataclasses.replace(result, warning=protected)
+                        if any(f.fixable for f in result.findings)
+                        else result
+                    )
+                try:
+                    result, text = lint_source(source, selection, mode, reaches)
+                    if mode is Mode.FIX and result.changed:
+                        write_fix(source, original, text)
+                except SourceError as exc:
+                    if not exc.reason.startswith(_REFUSALS):
+                        raise
+                    result, _ = lint_source(source, selection, Mode.CHECK, reaches)
+                    return dataclasses.replace(result, warning=str(exc))
+        except _TimedOut:
+            timed_out = SourceError(path, f"too complex to analyse in {limits.timeout:g} s")
+            return dataclasses.replace(unchecked(timed_out, selection), cacheable=False)
         return result
     except SourceError as exc:
         return unchecked(exc, selection)

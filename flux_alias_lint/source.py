@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ast
 import codecs
+import contextlib
 import dataclasses
 import io
+import os
+import stat
 import sys
 import threading
 import tokenize
@@ -76,14 +79,52 @@ def decode(data: bytes, path: str) -> SourceFile:
     return SourceFile(path, text, encoding, bom)
 
 
-def read_bytes(path: str) -> bytes:
+# A default far above any hand-written module; generated ones this large take minutes to analyse.
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_regular(path: str, max_bytes: int = DEFAULT_MAX_FILE_SIZE) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file (a symlink is followed only to one) and its stat, at most `max_bytes`.
+
+    Opened without blocking and checked on the open descriptor, so a FIFO or a device never hangs
+    the run or fills memory, even one put in the file's place after it was listed.
+    """
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except IsADirectoryError:
-        raise SourceError(path, "is a directory") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        with contextlib.suppress(OSError):  # a socket cannot be opened at all: say what it is
+            _require_regular(path, os.stat(path))
         raise SourceError(path, f"cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        _require_regular(path, st)
+        try:
+            data = handle.read(max_bytes + 1)  # the size in the stat may be stale, or 0 (/proc)
+        except OSError as exc:
+            raise SourceError(path, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        size = max(st.st_size, len(data))
+        raise SourceError(path, f"is {size:,} bytes, more than the limit of {max_bytes:,} (max-file-size); skipped")
+    return data, st
+
+
+def _require_regular(path: str, st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise SourceError(path, "is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _SPECIAL_FILES if test(st.st_mode)), "not a regular file")
+        raise SourceError(path, f"is {kind}, not a regular file; skipped")
+
+
+def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_FILE_SIZE) -> bytes:
+    return read_regular(path, max_bytes)[0]
 
 
 def read_source(path: str) -> SourceFile:

@@ -3,7 +3,6 @@ every other file still checked and fixed, exit code 2 when anything could not be
 
 from __future__ import annotations
 
-import builtins
 import errno
 import io
 import os
@@ -177,14 +176,14 @@ def test_unreadable_file(tree_with_bug: Path, monkeypatch: pytest.MonkeyPatch, c
     secret.chmod(0)
     if os.geteuid() == 0:
         # root reads mode-000 files anyway: make the read fail the way it does for everyone else.
-        real_open = builtins.open
+        real_open = os.open
 
         def deny(file, *args, **kwargs):  # type: ignore[no-untyped-def]
             if os.fspath(file).endswith("secret.py"):
                 raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), file)
             return real_open(file, *args, **kwargs)
 
-        monkeypatch.setattr(builtins, "open", deny)
+        monkeypatch.setattr(os, "open", deny)
     assert main(["check", ".", "--fix"]) == 1
     assert _unchecked_lines(capsys.readouterr().out) == ["secret.py:1:1: FAL000 cannot read: Permission denied"]
     assert (tree_with_bug / "bug.py").read_text() == FIXED

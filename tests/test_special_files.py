@@ -1,0 +1,101 @@
+"""Only regular files are read, within a size and a time limit: anything else is one error line,
+and every other file is still checked and fixed (in check and fix mode, with and without the cache)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
+FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n'
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _socket(path: Path) -> None:
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.close()  # the socket file stays
+
+
+def _link_to(target: str) -> Callable[[Path], None]:
+    return lambda path: path.symlink_to(target)
+
+
+def _big(path: Path) -> None:
+    path.write_text("# padding\n" * 200)  # 2,000 bytes, over the limit the runs below set
+
+
+SPECIAL: dict[str, tuple[Callable[[Path], None], str]] = {
+    "fifo.py": (_fifo, "is a FIFO, not a regular file; skipped"),
+    "socket.py": (_socket, "is a socket, not a regular file; skipped"),
+    "zero.py": (_link_to("/dev/zero"), "is a character device, not a regular file; skipped"),
+    "null.py": (_link_to("/dev/null"), "is a character device, not a regular file; skipped"),
+    "big.py": (_big, "is 2,000 bytes, more than the limit of 1,000 (max-file-size); skipped"),
+}
+
+
+def _run(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # A subprocess with a timeout: a regression here hangs (a FIFO) or fills memory (/dev/zero).
+    command = [sys.executable, "-m", "flux_alias_lint", "check", ".", *args]
+    return subprocess.run(command, check=False, cwd=tree, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", sorted(SPECIAL))
+@pytest.mark.parametrize("args", [("--no-cache",), (), ("--fix",), ("--diff",), ("--jobs", "2", "--no-cache")])
+def test_special_file_is_one_line_and_the_rest_is_checked(tmp_path: Path, name: str, args: tuple[str, ...]) -> None:
+    make, reason = SPECIAL[name]
+    make(tmp_path / name)
+    (tmp_path / "bug.py").write_text(BUG)
+    for _ in range(2):  # the second run reads the cache the first one wrote
+        result = _run(tmp_path, "--max-file-size", "1000", *args)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("flux-alias-lint: error")]
+        assert errors == [f"flux-alias-lint: error: {name}: {reason}"], result.stderr
+        assert result.returncode == 2
+        assert "Traceback" not in result.stderr
+    assert (tmp_path / "bug.py").read_text() == (FIXED if "--fix" in args else BUG)
+
+
+def test_size_limit_from_the_config(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.flux-alias-lint]\nmax-file-size = 50\n")
+    (tmp_path / "bug.py").write_text(BUG)
+    command = [sys.executable, "-m", "flux_alias_lint", "check", "--no-cache", "bug.py"]
+    result = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert f"bug.py: is {len(BUG)} bytes, more than the limit of 50 (max-file-size); skipped" in result.stderr
+    result = subprocess.run(
+        [*command, "--max-file-size", "0"], check=False, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert "more than the limit of 0" in result.stderr  # the command line wins over the config
+
+
+@pytest.mark.parametrize("value", ['"30"', "-1", "true", "[1]"])
+def test_limits_in_the_config_are_validated(tmp_path: Path, value: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(f"[tool.flux-alias-lint]\nfile-timeout = {value}\n")
+    command = [sys.executable, "-m", "flux_alias_lint", "check", "--no-cache", "."]
+    result = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("`file-timeout` must be a non-negative number"), result.stderr
+
+
+def test_timeout_is_one_line_and_not_cached(tmp_path: Path) -> None:
+    lines = ["import torch", "", "def loss_func(output_tensor):", "    loss = output_tensor.sum()", "    r = {}"]
+    lines += [f'    r["k{i}"] = loss.detach()' for i in range(3_000)]
+    (tmp_path / "slow.py").write_text("\n".join([*lines, "    return loss, r", ""]))
+    (tmp_path / "bug.py").write_text(BUG)
+    result = _run(tmp_path, "--timeout", "0.2", "--fix")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("flux-alias-lint: error")]
+    assert errors == ["flux-alias-lint: error: slow.py: too complex to analyse in 0.2 s"], result.stderr
+    assert (tmp_path / "bug.py").read_text() == FIXED
+    assert "r[" in (tmp_path / "slow.py").read_text() and ".clone()" not in (tmp_path / "slow.py").read_text()
+    result = _run(tmp_path, "--timeout", "0.2")  # check mode, caching: still the timeout
+    assert "too complex" in result.stderr
+    result = _run(tmp_path)  # the default limit: the timeout was not cached, the file is checked
+    assert result.returncode == 1 and "too complex" not in result.stderr and "FAL001" in result.stdout
