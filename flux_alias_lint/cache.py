@@ -1,9 +1,10 @@
 """Per-file results keyed by content hash, found through a stat fast path.
 
-One JSON file per (tool build, settings) in the cache directory holds two maps:
+One file per (tool build, settings) in the cache directory: a checksum line, then JSON of two maps:
 
 - `files`: absolute path → [stamp, digest], the stamp being (mtime_ns, ctime_ns, size, inode);
-- `results`: digest → the file's findings (without the path) or the reason it could not be checked.
+- `results`: digest (+ context key) → [the file's findings (without the path), or the reason it
+  could not be checked; the (path, digest) of each file whose functions the findings used].
 
 A warm run stats every file and, when the stamp matches, answers from `results` without opening
 the file. When the stamp differs the file is read and hashed, so touched-but-identical files still
@@ -13,6 +14,11 @@ A file modified within `_RACY_NS` of being cached gets no stamp (as git's "racil
 a second write in the same timestamp tick with the same size would otherwise look unchanged.
 
 JSON rather than pickle: a cache directory checked into a repository must not be able to run code.
+For the same reason its content is untrusted input. The checksum line drops a corrupted file
+whole (truncated, merged, edited by hand). Every entry of one that passes is still checked against
+the schema (types, known and selected rule codes, known contexts, positions) and whatever fails is
+dropped, so those files are checked again and the next save rewrites them. A cache file that is
+not a regular file is never read.
 Writes are atomic (temporary file + rename), so concurrent runs never see a torn file; the last
 writer wins, which only costs the other run's additions.
 """
@@ -23,21 +29,30 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 
 from . import __version__
 from .finding import Finding
-from .project import Reach, Step
+from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED, Reach, Step
+from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
+from .source import SourceError, read_bytes, read_regular
 
 CACHE_DIR_NAME = ".flux-alias-lint-cache"
 _RACY_NS = 2_000_000_000
 _FIELDS = tuple(f.name for f in dataclasses.fields(Finding) if f.name != "path")
+_TYPES = typing.get_type_hints(Finding)
+_POSITIONS = {"line", "column", "end_line", "end_column"}
+_CONTEXTS = {MEGATRON, IN_PLACE_CALLER, UNREACHED}
+_MAX_CACHE_BYTES = 1024 * 1024 * 1024
 
 Stamp = tuple[int, int, int, int]
 
@@ -51,6 +66,8 @@ def digest_of(data: bytes) -> str:
 
 
 _DIGEST_LENGTH = len(digest_of(b""))
+_DIGEST = re.compile(rf"[0-9a-f]{{{_DIGEST_LENGTH}}}")
+_RESULT_KEY = re.compile(rf"[0-9a-f]{{{_DIGEST_LENGTH}}}(?::[0-9a-f]{{16}})?")  # digest + `reach_key`
 
 
 def _build_fingerprint() -> str:
@@ -73,19 +90,30 @@ class Cache:
         self.directory = directory
         settings = json.dumps([_build_fingerprint(), *dataclasses.astuple(selection)])
         self.file = directory / f"check-{hashlib.blake2b(settings.encode(), digest_size=8).hexdigest()}.json"
+        self.selection = selection
         self.files: dict[str, list] = {}
         self.results: dict[str, list] = {}
         self._dirty = False
         try:
-            with open(self.file, "rb") as handle:
-                data = json.load(handle)
-            files, results = dict(data["files"]), dict(data["results"])
-            if all(isinstance(v, list) and len(v) == 2 for v in files.values()) and all(
-                isinstance(v, list) and len(v) == 3 for v in results.values()
-            ):
-                self.files, self.results = files, results
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # missing, unreadable or malformed: start empty, the next save replaces it
+            header, _, body = read_regular(str(self.file), _MAX_CACHE_BYTES)[0].partition(b"\n")
+            if header != _header(body):
+                return  # corrupted or from another version: start empty, the next save replaces it
+            data = json.loads(body)
+        except (SourceError, ValueError, RecursionError):
+            return  # missing, not a regular file, unreadable or not JSON: start empty, the next save replaces it
+        files = data.get("files") if isinstance(data, dict) else None
+        results = data.get("results") if isinstance(data, dict) else None
+        for key, entry in files.items() if isinstance(files, dict) else ():
+            if _valid_file_entry(entry):
+                self.files[key] = entry
+        for key, cached in results.items() if isinstance(results, dict) else ():
+            if _RESULT_KEY.fullmatch(key) and self._valid_result(cached):
+                self.results[key] = cached
+        # Anything dropped: rewrite the file at the end of the run.
+        self._dirty = not (isinstance(files, dict) and isinstance(results, dict)) or (
+            len(self.files),
+            len(self.results),
+        ) != (len(files), len(results))
 
     def lookup(self, path: str, st: os.stat_result, context: str = "") -> FileResult | None:
         """The cached result if the file is unchanged; reads and hashes it only if its stamp moved.
@@ -126,10 +154,11 @@ class Cache:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             _write_markers(self.directory)
+            body = json.dumps(data, separators=(",", ":")).encode()
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(data, handle, separators=(",", ":"))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(_header(body) + b"\n" + body)
                 os.replace(tmp, self.file)
             except BaseException:
                 os.unlink(tmp)
@@ -154,6 +183,31 @@ class Cache:
             return FileResult(path, error=f"{path}: {error}")
         return FileResult(path, [_finding(path, row) for row in rows])
 
+    def _valid_result(self, cached: object) -> bool:
+        """`[rows, error, dependencies]`, every row a finding this run could report."""
+        if not (isinstance(cached, list) and len(cached) == 3):
+            return False
+        rows, error, dependencies = cached
+        if not (isinstance(dependencies, list) and all(_valid_dependency(d) for d in dependencies)):
+            return False
+        if error is not None:
+            return isinstance(error, str) and not any(c < " " or c == "\x7f" for c in error) and rows == []
+        return isinstance(rows, list) and all(self._valid_row(row) for row in rows)
+
+    def _valid_row(self, row: object) -> bool:
+        """A cached finding: each field of the type `Finding` declares, a known and selected rule,
+        a known context, 1-based positions with the end after the start."""
+        if not (isinstance(row, list) and len(row) == len(_FIELDS)):
+            return False
+        values = dict(zip(_FIELDS, row, strict=True))
+        if not all(_is_a(value, _TYPES[name]) for name, value in values.items()):
+            return False
+        if values["code"] not in RULES or not self.selection.enabled(values["code"]):
+            return False
+        if values["context"] not in _CONTEXTS or any(values[name] < 1 for name in _POSITIONS):
+            return False
+        return (values["end_line"], values["end_column"]) >= (values["line"], values["column"])
+
 
 def reach_key(reaches: Mapping[int, Reach] | None) -> str:
     """A short, stable key for what the project index knows of one file's functions ("" for nothing)."""
@@ -166,9 +220,8 @@ def reach_key(reaches: Mapping[int, Reach] | None) -> str:
 def _dependency(path: str) -> list[str] | None:
     """(path, content digest) of a file whose functions a result used; None if it cannot be read."""
     try:
-        with open(path, "rb") as handle:
-            return [path, digest_of(handle.read())]
-    except OSError:
+        return [path, digest_of(read_bytes(path))]
+    except SourceError:
         return None
 
 
@@ -182,6 +235,50 @@ def _finding(path: str, row: list) -> Finding:
     values = dict(zip(_FIELDS, row, strict=True))
     values["reached_by"] = tuple(Step(*step) for step in values["reached_by"])
     return Finding(path, **values)
+
+
+def _header(body: bytes) -> bytes:
+    return b"flux-alias-lint-cache " + hashlib.blake2b(body, digest_size=16).hexdigest().encode()
+
+
+def _valid_file_entry(entry: object) -> bool:
+    """`[stamp or None, digest]`."""
+    if not (isinstance(entry, list) and len(entry) == 2):
+        return False
+    stamp, digest = entry
+    stamp_ok = stamp is None or (
+        isinstance(stamp, list) and len(stamp) == 4 and all(_is_a(x, int) and x >= 0 for x in stamp)
+    )
+    return stamp_ok and isinstance(digest, str) and bool(_DIGEST.fullmatch(digest))
+
+
+def _valid_dependency(entry: object) -> bool:
+    """`[path, digest]`."""
+    return (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and isinstance(entry[0], str)
+        and isinstance(entry[1], str)
+        and bool(_DIGEST.fullmatch(entry[1]))
+    )
+
+
+def _is_a(value: object, hint: object) -> bool:
+    """Whether JSON `value` is what `_to_json` makes of a `hint` (a tuple of dataclasses: lists)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_a(value, option) for option in typing.get_args(hint))
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return (
+            len(args) == 2 and args[1] is Ellipsis and isinstance(value, list) and all(_is_a(v, args[0]) for v in value)
+        )
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        fields = typing.get_type_hints(hint)
+        return isinstance(value, list) and len(value) == len(fields) and all(map(_is_a, value, fields.values()))
+    if hint in (int, str, bool, type(None)):
+        return type(value) is hint  # exactly: JSON's true is not an int here, nor 3.0
+    return False  # a type the cache never stores: the entry is dropped, the file re-checked
 
 
 def _write_markers(directory: Path) -> None:

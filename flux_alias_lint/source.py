@@ -102,9 +102,13 @@ def read_regular(path: str, max_bytes: int = DEFAULT_MAX_FILE_SIZE) -> tuple[byt
         with contextlib.suppress(OSError):  # a socket cannot be opened at all: say what it is
             _require_regular(path, os.stat(path))
         raise SourceError(path, f"cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         st = os.fstat(fd)
         _require_regular(path, st)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
         try:
             data = handle.read(max_bytes + 1)  # the size in the stat may be stale, or 0 (/proc)
         except OSError as exc:

@@ -1,0 +1,270 @@
+"""The cache is untrusted input (it may be checked into a repository): whatever it holds, a run
+gives exactly the output of a run without it (no traceback, no lost or invented finding, never an
+unknown rule) and the next save rewrites what was malformed."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flux_alias_lint.cache import _FIELDS, _header
+from flux_alias_lint.cli import main
+from flux_alias_lint.rules import RULES
+
+BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach(), "v": loss.view(-1)}\n'
+FILES = {"bug.py": BUG, "broken.py": "def f(:\n", "clean.py": "x = 1\n"}
+AN_HOUR_AGO = 3600
+
+
+def _run(tree: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["check", str(tree / "src"), "--format", "json", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tree")
+    (root / "src").mkdir()
+    for name, text in FILES.items():
+        path = root / "src" / name
+        path.write_text(text)
+        st = path.stat()  # old enough for the cache to trust the stamp (see cache._RACY_NS)
+        os.utime(path, (st.st_atime - AN_HOUR_AGO, st.st_mtime - AN_HOUR_AGO))
+    return root
+
+
+@pytest.fixture(scope="module")
+def expected(tree: Path) -> tuple[int, str, str]:
+    return _run(tree, "--no-cache")
+
+
+@pytest.fixture(scope="module")
+def good_cache(tree: Path, expected: tuple[int, str, str]) -> dict[str, Any]:
+    cache_dir = tree / "good-cache"
+    assert _run(tree, "--cache-dir", str(cache_dir)) == expected
+    (cache_file,) = cache_dir.glob("check-*.json")
+    data = _read(cache_file)
+    assert len(data["files"]) == 3 and any(rows for rows, *_ in data["results"].values())
+    return data
+
+
+def _cache_file(tree: Path, good: dict[str, Any], name: str) -> Path:
+    """A cache directory holding the good cache, under a fresh name; its cache file."""
+    cache_dir = tree / name
+    _run(tree, "--cache-dir", str(cache_dir))
+    (cache_file,) = cache_dir.glob("check-*.json")
+    _write(cache_file, good)
+    return cache_file
+
+
+def _read(cache_file: Path) -> Any:
+    return json.loads(cache_file.read_bytes().partition(b"\n")[2])
+
+
+def _write(cache_file: Path, document: Any, forge: bool = True) -> None:
+    """Write `document` as the cache, with its checksum recomputed unless `forge` is False: a
+    forged cache passes the checksum, so only the schema stands between it and the output."""
+    body = json.dumps(document).encode()
+    header = _header(body) if forge else cache_file.read_bytes().partition(b"\n")[0]
+    cache_file.write_bytes(header + b"\n" + body)
+
+
+def _finding_rows(data: dict[str, Any]) -> list[list[Any]]:
+    return [row for rows, *_ in data["results"].values() for row in rows]
+
+
+def _set_all_rows(change: Callable[[list[Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        for row in _finding_rows(data):
+            change(row)
+
+    return mutate
+
+
+def _set_results(value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        for digest in data["results"]:
+            data["results"][digest] = copy.deepcopy(value)
+
+    return mutate
+
+
+def _error_of(value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        for result in data["results"].values():
+            result[1] = value
+
+    return mutate
+
+
+# Each turns a good cache into a bad one, in one of the ways a stress run found or the schema forbids.
+MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "row too short": _set_all_rows(lambda row: row.pop()),
+    "row too long": _set_all_rows(lambda row: row.append(1)),
+    "line as a string": _set_all_rows(lambda row: row.__setitem__(0, "3")),
+    "line as a float": _set_all_rows(lambda row: row.__setitem__(0, 3.0)),
+    "line as a bool": _set_all_rows(lambda row: row.__setitem__(0, True)),
+    "line zero": _set_all_rows(lambda row: row.__setitem__(0, 0)),
+    "end before start": _set_all_rows(lambda row: row.__setitem__(2, 1)),
+    "unknown rule": _set_all_rows(lambda row: row.__setitem__(4, "FAL999")),
+    "code not a string": _set_all_rows(lambda row: row.__setitem__(4, 1)),
+    "message not a string": _set_all_rows(lambda row: row.__setitem__(5, None)),
+    "null rows": lambda data: [result.__setitem__(0, None) for result in data["results"].values()],
+    "null row": _set_results([[None], None]),
+    "result not a list": _set_results({"rows": []}),
+    "result too short": _set_results([[]]),
+    "int in the error field": _error_of(1),
+    "error with a newline": _error_of("bad\nworse"),
+    "rows lost": lambda data: [result.__setitem__(0, []) for result in data["results"].values() if result[0]],
+    "stamp of strings": lambda data: [entry.__setitem__(0, ["1", "2", "3", "4"]) for entry in data["files"].values()],
+    "stamp too short": lambda data: [entry.__setitem__(0, [1]) for entry in data["files"].values()],
+    "digest not hex": lambda data: [entry.__setitem__(1, "z" * 32) for entry in data["files"].values()],
+    "file entry null": lambda data: [data["files"].__setitem__(key, None) for key in list(data["files"])],
+    "files a list": lambda data: data.__setitem__("files", []),
+    "results missing": lambda data: data.pop("results"),
+    "unknown context": _set_all_rows(lambda row: row.__setitem__(_FIELDS.index("context"), "elsewhere")),
+    "step of the wrong shape": _set_all_rows(lambda row: row.__setitem__(_FIELDS.index("reached_by"), [["a.py"]])),
+    "dependency not a pair": lambda data: [result.__setitem__(2, [["a.py"]]) for result in data["results"].values()],
+    "result key not a digest": lambda data: data.__setitem__(
+        "results", {k + "!": v for k, v in data["results"].items()}
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_malformed_entry_is_dropped_and_rebuilt(
+    tree: Path, good_cache: dict[str, Any], expected: tuple[int, str, str], mutation: str
+) -> None:
+    cache_file = _cache_file(tree, good_cache, "c-" + mutation.replace(" ", "-"))
+    data = copy.deepcopy(good_cache)
+    MUTATIONS[mutation](data)
+    _write(cache_file, data, forge=False)  # corrupted: the checksum no longer matches
+    assert _run(tree, "--cache-dir", str(cache_file.parent)) == expected
+    assert _read(cache_file) == good_cache  # rebuilt
+    _write(cache_file, data)  # forged: the schema is what drops the entry
+    if mutation != "rows lost":  # well-formed, so trusted once forged
+        assert _run(tree, "--cache-dir", str(cache_file.parent)) == expected
+        assert _read(cache_file) == good_cache  # rebuilt
+    assert "FAL999" not in _run(tree, "--cache-dir", str(cache_file.parent))[1]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"{not json", b"[]", b"null", b"\xff\xfe\x00", b"[" * 100_000 + b"]" * 100_000, b'{"files": {}}'],
+    ids=["empty", "truncated", "a list", "null", "binary", "deeply nested", "no results"],
+)
+def test_unusable_cache_file_is_replaced(
+    tree: Path, good_cache: dict[str, Any], expected: tuple[int, str, str], content: bytes
+) -> None:
+    cache_file = _cache_file(tree, good_cache, f"raw-{len(content)}-{content[:3].hex()}")
+    cache_file.write_bytes(content)
+    assert _run(tree, "--cache-dir", str(cache_file.parent)) == expected
+    assert _read(cache_file) == good_cache
+    _write(cache_file, None)
+    cache_file.write_bytes(cache_file.read_bytes().partition(b"\n")[0] + b"\n" + content)  # forged
+    assert _run(tree, "--cache-dir", str(cache_file.parent)) == expected
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink to /dev/zero"])
+def test_non_regular_cache_file_is_never_read(
+    tree: Path, good_cache: dict[str, Any], expected: tuple[int, str, str], kind: str
+) -> None:
+    cache_file = _cache_file(tree, good_cache, "special-" + kind.replace(" ", "-").replace("/", "-"))
+    cache_file.unlink()
+    if kind == "fifo":
+        os.mkfifo(cache_file)  # opening it for reading the ordinary way would block forever
+    elif kind == "directory":
+        cache_file.mkdir()
+    else:
+        cache_file.symlink_to("/dev/zero")
+    assert _run(tree, "--cache-dir", str(cache_file.parent)) == expected
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 2**40)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.sampled_from(["FAL001", "FAL999"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON document, the root first."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _paths(item, (*path, index))
+    return found
+
+
+def _mutated(data: st.DataObject, good: dict[str, Any]) -> Any:
+    """The good cache with one to three places in it replaced by arbitrary JSON."""
+    document: Any = copy.deepcopy(good)
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(document)))
+        replacement = data.draw(JSON)
+        if not path:
+            document = replacement
+            continue
+        parent = document
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = replacement
+    return document
+
+
+FUZZ = settings(
+    max_examples=100,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@FUZZ
+@given(st.data())
+def test_fuzzed_cache_never_changes_the_output(
+    tree: Path, good_cache: dict[str, Any], expected: tuple[int, str, str], data: st.DataObject
+) -> None:
+    cache_file = _cache_file(tree, good_cache, "fuzz")
+    document = _mutated(data, good_cache)
+    _write(cache_file, document, forge=False)
+    assert _run(tree, "--cache-dir", str(cache_file.parent)) == expected
+    assert _read(cache_file) == good_cache
+
+
+@FUZZ
+@given(st.data())
+def test_forged_cache_never_shows_what_the_tool_could_not_have_reported(
+    tree: Path, good_cache: dict[str, Any], expected: tuple[int, str, str], data: st.DataObject
+) -> None:
+    """A forged cache is trusted where it is well-formed (a changed message, an emptied row list),
+    as any cache is; what must hold is no traceback and no finding the tool could not have made."""
+    cache_file = _cache_file(tree, good_cache, "forged")
+    document = _mutated(data, good_cache)
+    _write(cache_file, document)
+    code, out, err = _run(tree, "--cache-dir", str(cache_file.parent))
+    assert "Traceback" not in err
+    reported = json.loads(out)
+    assert all(f["code"] in RULES and f["line"] >= 1 and isinstance(f["message"], str) for f in reported)
+    assert code == (2 if "error" in err else 1 if reported else 0)
