@@ -187,7 +187,7 @@ def _analyze_parsed(
     lines = piece.lines if piece else None
     if not raws:
         return []
-    spans = node_spans(module)
+    spans = node_spans(module, parse_from.text)
     suppressions = parse_suppressions(source.text) if noqa else {}
     offsets = line_offsets(source.text)
     located = []

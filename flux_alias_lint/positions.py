@@ -8,12 +8,18 @@ findings that was most of the run. Here the same codegen hooks (`before_codegen`
 The hooks are libcst internals, so the answer is checked: the codegen must end exactly where the
 module's text ends (a token added without moving the position would not), else, or if the
 internals are gone, the provider answers. `tests/test_positions.py` compares both on every fixture.
+
+Both are positions in libcst's own rendering of the module, which is not always the text it
+parsed: it drops a form feed at the start of a line and a whitespace-only line ending in a
+backslash. Given that text, the spans are moved back onto it (checked against CPython's `ast`).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -28,15 +34,50 @@ Point = tuple[int, int]  # (1-based line, 0-based column), as libcst's CodePosit
 Span = tuple[Point, Point]
 
 
-def node_spans(module: cst.Module) -> dict[cst.CSTNode, Span]:
-    """Every node's syntactic span (whitespace it owns excluded), keyed by the node."""
+def node_spans(module: cst.Module, text: str | None = None) -> dict[cst.CSTNode, Span]:
+    """Every node's syntactic span (whitespace it owns excluded), keyed by the node; in `text`
+    (what `module` was parsed from) when given, else in libcst's rendering of the module."""
     if CodegenState is not None:
         state = _SpanState(default_indent=module.default_indent, default_newline=module.default_newline)
         module._codegen(state)
-        if (state.line, state.column) == _end_of("".join(state.tokens) + state.popped):
-            return state.spans
+        rendered = "".join(state.tokens) + state.popped
+        if (state.line, state.column) == _end_of(rendered):
+            return state.spans if text is None or text == rendered else _moved(state.spans, rendered, text)
     ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    return {node: ((r.start.line, r.start.column), (r.end.line, r.end.column)) for node, r in ranges.items()}
+    spans = {node: ((r.start.line, r.start.column), (r.end.line, r.end.column)) for node, r in ranges.items()}
+    return spans if text is None or text == module.code else _moved(spans, module.code, text)
+
+
+def _moved(spans: dict[cst.CSTNode, Span], rendered: str, text: str) -> dict[cst.CSTNode, Span]:
+    """`spans` in `rendered` moved onto `text`, which holds the same characters and some that libcst
+    dropped (all whitespace, form feeds and backslashes: no token is among them). Unchanged if
+    `rendered` is not such a subsequence of `text`: the fixer then refuses the file, as before."""
+    at: list[int] = []  # offset in `text` of each character of `rendered`
+    j = 0
+    for char in rendered:
+        j = text.find(char, j)
+        if j < 0:
+            return spans
+        at.append(j)
+        j += 1
+    at.append(len(text))
+    rendered_lines, text_lines = _line_starts(rendered), _line_starts(text)
+
+    def point(offset: int) -> Point:
+        line = bisect.bisect_right(text_lines, offset)
+        return line, offset - text_lines[line - 1]
+
+    moved = {}
+    for node, ((start_line, start_column), (end_line, end_column)) in spans.items():
+        start = rendered_lines[start_line - 1] + start_column
+        end = rendered_lines[end_line - 1] + end_column
+        # The end is exclusive: one past the last character, wherever that character moved.
+        moved[node] = (point(at[start]), point(at[end - 1] + 1 if end > start else at[start]))
+    return moved
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
 
 
 def _end_of(text: str) -> Point:
