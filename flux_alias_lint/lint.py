@@ -19,7 +19,7 @@ from .positions import node_spans
 from .project import UNREACHED_REACH, ProjectIndex, Reach
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
-from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse
+from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
 from .triage import Reduced, reduce_source
 
 _RELATION = {
@@ -114,6 +114,8 @@ def _pieces(
 ) -> Iterator[tuple[SourceFile, cst.Module | None, Reduced | None]]:
     """What to parse (or the given module), and the triaged piece it is (None: all of `source`)."""
     pieces = reduce_source(source.text, frozenset(reaches), source.path) if module is None else None
+    if pieces != []:  # something to analyse, and so maybe to fix: it must compile
+        check_compiles(source)
     if pieces is None:
         yield source, module, None
         return

@@ -12,6 +12,7 @@ import stat
 import sys
 import threading
 import tokenize
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -149,10 +150,7 @@ def nesting_depth(source: SourceFile) -> int:
         text = source.text.removeprefix("\ufeff")
         tree = compile(text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
-        if any(reason in error.msg for reason in _NESTING_ERRORS):
-            raise SourceError(source.path, f"too deeply nested for Python's parser ({error.msg})") from None
-        hint = " (Python 2 code?)" if error.msg.startswith("Missing parentheses in call to") else ""
-        raise SourceError(source.path, f"syntax error at {error.lineno}:{error.offset}: {error.msg}{hint}") from None
+        raise _refusal(source, error) from None
     except (RecursionError, MemoryError):
         raise SourceError(source.path, "too deeply nested for Python's parser") from None
     except ValueError as error:  # e.g. NUL bytes in a str that did not come from `decode`
@@ -168,6 +166,28 @@ def nesting_depth(source: SourceFile) -> int:
     if deepest > MAX_DEPTH:
         raise SourceError(source.path, f"nested {deepest} levels deep; more than {MAX_DEPTH} is not checked")
     return deepest
+
+
+def check_compiles(source: SourceFile) -> None:
+    """Refuse, like a syntax error, what CPython parses but will not compile: a duplicate argument
+    name, `import *` in a function or class, a misplaced `from __future__`, `return` outside a
+    function and the like. Checked by compiling, so only for files with something to analyse:
+    for every file it would add half again to a cold run."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
+        try:
+            compile(source.text.removeprefix("\ufeff"), source.path, "exec", dont_inherit=True)
+        except SyntaxError as error:
+            raise _refusal(source, error) from None
+        except (RecursionError, MemoryError, ValueError):
+            pass  # limits of the compiler, not errors in the file: `nesting_depth` judges nesting
+
+
+def _refusal(source: SourceFile, error: SyntaxError) -> SourceError:
+    if any(reason in error.msg for reason in _NESTING_ERRORS):
+        return SourceError(source.path, f"too deeply nested for Python's parser ({error.msg})")
+    hint = " (Python 2 code?)" if error.msg.startswith("Missing parentheses in call to") else ""
+    return SourceError(source.path, f"syntax error at {error.lineno}:{error.offset}: {error.msg}{hint}")
 
 
 def call_at_depth(depth: int, function: Callable[..., T], *args: object) -> T:

@@ -47,6 +47,13 @@ BAD: dict[str, tuple[bytes | None, str]] = {
     "deep_elif.py": (b"if a:\n    pass\n" + b"elif a:\n    pass\n" * 100_000, "too deeply nested"),
     "deep_indent.py": (b"".join(b" " * i + b"if x:\n" for i in range(120)) + b" " * 120 + b"pass\n", "nested"),
     "loop.py": (None, "Too many levels of symbolic links"),
+    # Parsed, but CPython will not compile them: refused like a syntax error, never fixed.
+    "duplicate_argument.py": (b"def loss_func(x, x):\n" + BUG.encode().split(b"\n", 1)[1], "duplicate argument 'x'"),
+    "import_star_in_class.py": (b"class C:\n    from os import *\n\n\n" + BUG.encode(), "import * only allowed at"),
+    "late_future_import.py": (
+        b"import os\nfrom __future__ import annotations\n" + BUG.encode(),
+        "from __future__ imports",
+    ),
 }
 GOOD: dict[str, bytes] = {
     "empty.py": b"",
