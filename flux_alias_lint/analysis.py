@@ -504,9 +504,8 @@ class ModuleAnalysis:
     def _degraded(self) -> bool:
         """Whether the current function has used its work budget (`_WORK_PER_STATEMENT` per
         statement). From then on, branches join at once and a loop analysed before runs its body
-        once, from its entry state joined with the state it reached last time: each statement is
-        then analysed at most (enclosing loops + 1) times more, where nested loops ran their
-        bodies 2**depth times."""
+        once (see `_widened_loop_state`): each statement is then analysed at most (enclosing
+        loops + 1) times more, where nested loops ran their bodies 2**depth times."""
         return self._work > self._work_limit
 
     def _analyze_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env) -> None:
@@ -672,7 +671,7 @@ class ModuleAnalysis:
         passes = range(2)
         carried = self._carried.get(id(stmt)) if self._degraded() else None
         if carried is not None:
-            state, passes = join_envs([env, carried]), range(1, 2)
+            state, passes = self._widened_loop_state(stmt, env, carried), range(1, 2)
         for loop_pass in passes:
             assert state is not None
             body_env = dict(state)
@@ -691,6 +690,21 @@ class ModuleAnalysis:
         if stmt.orelse:
             exits = [self._exec_orelse(stmt.orelse, dict(e)) if e is not None else None for e in exits]
         return exits + loop.breaks
+
+    def _widened_loop_state(self, stmt: cst.For | cst.While, env: Env, carried: Env) -> Env:
+        """A state one pass of the loop body can start from and still see whatever any number of
+        passes would: every name the loop may rebind or mutate holds the join of every value the
+        loop mentions (on entry now, or when it was last analysed). Imprecise, but only past the
+        work budget, which code written by hand does not reach."""
+        mentioned, bound = _loop_names(stmt)
+        state = join_envs([env, carried])
+        assert state is not None
+        values = [state[name] for name in mentioned if name in state]
+        if values:
+            everything = join_all(values)
+            for name in bound:
+                state[name] = everything
+        return state
 
     def _exec_try(self, stmt: cst.Try | cst.TryStar, env: Env) -> Env | None:
         body = self._exec_suite(stmt.body, dict(env))
@@ -1475,6 +1489,69 @@ def _parameters(params: cst.Parameters) -> Iterator[cst.Param]:
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
             yield star
+
+
+@functools.lru_cache(maxsize=256)
+def _loop_names(loop: cst.For | cst.While) -> tuple[frozenset[str], frozenset[str]]:
+    """(every name and dotted name in the loop, those it may rebind or mutate)."""
+    collector = _NameCollector()
+    loop.visit(collector)
+    return frozenset(collector.mentioned), frozenset(collector.bound)
+
+
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mentioned: set[str] = set()
+        self.bound: set[str] = set()
+
+    def _binds(self, target: cst.BaseExpression) -> None:
+        self.bound.update(_target_names(target))
+        for node in (target, *(e.value for e in getattr(target, "elements", ()))):
+            if isinstance(node, (cst.Subscript, cst.Attribute, cst.StarredElement)):
+                self._binds(node.value)  # `d[k] = v`, `a.b = v`: the owner changes
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.mentioned.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        dotted = dotted_name(node)
+        if dotted is not None:
+            self.mentioned.add(dotted)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._binds(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._binds(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._binds(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._binds(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._binds(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._binds(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._binds(node.name)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._binds(node.target)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute):  # `x.append(v)`, `d.update(...)`: may mutate `x`
+            self._binds(node.func.value)
 
 
 def _statement_count(node: cst.CSTNode) -> int:
