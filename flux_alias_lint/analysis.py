@@ -52,7 +52,7 @@ _MAX_PATHS = 16
 _MAX_OPS = 32  # longer op chains end in one widened op standing for the rest
 _MAX_ALIASES = 32  # larger alias sets merge aliases passing through the same expression
 _WORK_PER_STATEMENT = 32  # statements analysed per statement of a function before it degrades
-_MIN_WORK = 4_096
+_MIN_WORK = 1_024
 _INDEXED = 32  # containers with more entries find keys through an index, not a scan
 
 _SEVERITY = {
@@ -511,8 +511,9 @@ class ModuleAnalysis:
     def _analyze_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env) -> None:
         self._analyzed.add(id(node))
         saved_limit = self._work_limit
-        limit = self._work + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
-        self._work_limit = min(limit, saved_limit) if self._functions else limit  # nested: within the outer budget
+        # Its own budget: a nested function is analysed each time its `def` is reached, which
+        # the enclosing function's budget bounds (its own work counts against both).
+        self._work_limit = self._work + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
         env: Env = dict(closure)
         self._bind_parameters(node, env)
         self._functions.append(node)

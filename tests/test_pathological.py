@@ -27,11 +27,14 @@ def test_shape_finishes_within_the_stated_bound(shape: str) -> None:
     assert findings == (SIZES[shape] if shape in ("long_flat", "huge_dict") else 1)
 
 
-@pytest.mark.parametrize("depth", [3, 40])
+@pytest.mark.parametrize("depth", [3, 18])  # 18: past the budget; CPython nests 20 blocks at most
 def test_an_alias_carried_over_iterations_is_found_past_the_work_budget(depth: int) -> None:
     """The report holds the previous iteration's detach: only a second pass over the body sees it."""
     lines = ["def loss_func(output_tensor, xs):", "    loss = output_tensor.sum()", "    prev = None", "    rep = {}"]
     lines += ["    " * (i + 1) + f"for x{i} in xs:" for i in range(depth)]
     lines += ["    " * (depth + 1) + 'rep = {"r": prev}', "    " * (depth + 1) + "prev = loss.detach()"]
     findings = pathological.check_source("\n".join([*lines, "    return loss, rep", ""]))
-    assert [(f.code, f.report_path) for f in findings] == [("FAL001", 'report["r"]')]
+    if depth < 10:
+        assert [(f.code, f.report_path) for f in findings] == [("FAL001", 'report["r"]')]
+    else:  # past the budget: widened, so more may be flagged (and less precisely), but never less
+        assert 'report["r"]' in {f.report_path for f in findings}
