@@ -1110,8 +1110,9 @@ class ModuleAnalysis:
         if key in self._summaries:
             return self._summaries[key]
         self._summaries[key] = None  # recursion-safe: a call back into it is an unknown call
-        saved = (self._summarising, self._collected, self._loops, self._paths)
+        saved = (self._summarising, self._collected, self._loops, self._paths, self._work_limit)
         self._summarising, self._collected, self._loops, self._paths = node, [], [], 1
+        self._work_limit = self._work + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
         env: Env = dict(closure)
         params = self._bind_parameters(node, env)
         initial = {name: env[name] for name in params}
@@ -1121,7 +1122,7 @@ class ModuleAnalysis:
         finally:
             self._functions.pop()
             collected = self._collected
-            self._summarising, self._collected, self._loops, self._paths = saved
+            self._summarising, self._collected, self._loops, self._paths, self._work_limit = saved
         if end is not None:
             collected.append((IMMUTABLE, end))  # falling off the end returns None
         if not collected:

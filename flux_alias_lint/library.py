@@ -22,6 +22,7 @@ import libcst as cst
 
 from .evidence import Declared, declared_returns
 from .project import find_module
+from .source import SourceError, read_bytes
 
 # The longest function summarised: longer ones (training loops, not helpers) are unknown calls.
 MAX_LINES = 80
@@ -188,10 +189,9 @@ def _library_of(path: str) -> Library | None:
     stamp = (st.st_mtime_ns, st.st_size)
     cached = _LIBRARIES.get(path)
     if cached is None or cached[0] != stamp:
-        try:
-            with open(path, "rb") as handle:
-                library = Library(path, handle.read().decode("utf-8"))
-        except (OSError, UnicodeDecodeError):
+        try:  # a regular file only: a FIFO named like a module must not hang the run
+            library = Library(path, read_bytes(path).decode("utf-8"))
+        except (SourceError, UnicodeDecodeError):
             library = None
         cached = _LIBRARIES[path] = (stamp, library)
     return cached[1]

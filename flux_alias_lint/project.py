@@ -29,6 +29,8 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+from .source import SourceError, read_bytes
+
 MEGATRON = "megatron"
 IN_PLACE_CALLER = "in-place-caller"
 UNREACHED = "unreached"
@@ -226,10 +228,9 @@ class ProjectIndex:
 
     def _collect(self, path: str, data: bytes | None = None) -> None:
         if data is None:
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
+            try:  # a regular file only: a FIFO or a link to a device must not hang the index
+                data = read_bytes(path)
+            except SourceError:
                 return
         megatron, rescaling = _gates(data)
         if not (megatron or rescaling):
@@ -263,12 +264,11 @@ class ProjectIndex:
         self._parsed[path] = None
         try:
             if data is None:
-                with open(path, "rb") as handle:
-                    data = handle.read()
+                data = read_bytes(path)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = ast.parse(data)
-        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        except (SourceError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         module = _Module(path, tree, {}, {}, {})
         for node in tree.body:
