@@ -51,7 +51,7 @@ _MAX_PATHS = 16
 # Reliability). Far above what real code reaches: within them the analysis is exact as before.
 _MAX_OPS = 32  # longer op chains end in one widened op standing for the rest
 _MAX_ALIASES = 32  # larger alias sets merge aliases passing through the same expression
-_WORK_PER_STATEMENT = 32  # statements analysed per statement of a function before it degrades
+_WORK_PER_STATEMENT = 64  # statements analysed per statement of a function before it degrades
 _MIN_WORK = 1_024
 _INDEXED = 32  # containers with more entries find keys through an index, not a scan
 
@@ -177,6 +177,8 @@ class Val:
             return self
         # Constructors, not dataclasses.replace: this runs for every name read.
         aliases = frozenset(Alias(a.token, a.ops, node, True) for a in self.aliases)
+        if len(aliases) > _MAX_ALIASES:  # all through `node` now: chains of one storage merge
+            aliases = _merge_aliases(aliases)
         return Val(
             aliases, self.container, self.items, self.immutable, self.dtype, self.length, self.tensor, self.function
         )
@@ -221,9 +223,8 @@ def join(a: Val, b: Val) -> Val:
     items: dict[Key, Val] = {}
     for k, v in a.items + b.items:
         items[k] = join(items[k], v) if k in items else v
-    aliases = a.aliases | b.aliases
     return Val(
-        aliases=aliases if len(aliases) <= _MAX_ALIASES else _merge_aliases(aliases),
+        aliases=a.aliases | b.aliases,
         container=a.container or b.container,
         items=tuple(items.items()),
         immutable=a.immutable and b.immutable,
@@ -240,22 +241,24 @@ def _merge_aliases(aliases: frozenset[Alias]) -> frozenset[Alias]:
     Branches alternating `r = r.detach()` and `r = r.view(-1)` give 2**n chains of ops: aliases
     through the same expression merge into one over their common token and ops prefix, ending in
     a widened op. Aliases through different expressions stay apart (each is a finding of its own).
+    Done where a value is read (`Val.entered_at`), when all its aliases pass through one
+    expression: a join only unions what reads made, so sets grow with the code, not exponentially.
     """
     groups: dict[tuple[int, bool, object], list[Alias]] = {}
     for alias in aliases:
         groups.setdefault((id(alias.entry), alias.fixable, alias.token[:2]), []).append(alias)
+    several = [group for group in groups.values() if len(group) > 1]
+    if not several:
+        return aliases  # distinct storages: nothing to merge (and no set to rebuild, which rehashes)
     merged = []
-    for group in groups.values():
-        if len(group) == 1:
-            merged.append(group[0])
-            continue
+    for group in several:
         token = _common_prefix([a.token for a in group])
         ops = _common_prefix([a.ops for a in group])
         tails = [a.ops[len(ops) :] for a in group]
         if any(tails):
             ops += (_widened(tails, all(a.detached for a in group)),)
         merged.append(Alias(token, ops, group[0].entry, group[0].fixable))
-    return frozenset(merged)
+    return aliases.difference(alias for group in several for alias in group).union(merged)
 
 
 def _common_prefix(items: Sequence[tuple]) -> tuple:
