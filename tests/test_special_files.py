@@ -51,15 +51,16 @@ def _run(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("name", sorted(SPECIAL))
 @pytest.mark.parametrize("args", [("--no-cache",), (), ("--fix",), ("--diff",), ("--jobs", "2", "--no-cache")])
-def test_special_file_is_one_line_and_the_rest_is_checked(tmp_path: Path, name: str, args: tuple[str, ...]) -> None:
+def test_special_file_is_one_finding_and_the_rest_is_checked(tmp_path: Path, name: str, args: tuple[str, ...]) -> None:
     make, reason = SPECIAL[name]
     make(tmp_path / name)
     (tmp_path / "bug.py").write_text(BUG)
     for _ in range(2):  # the second run reads the cache the first one wrote
         result = _run(tmp_path, "--max-file-size", "1000", *args)
-        errors = [line for line in result.stderr.splitlines() if line.startswith("flux-alias-lint: error")]
-        assert errors == [f"flux-alias-lint: error: {name}: {reason}"], result.stderr
-        assert result.returncode == 2
+        unchecked = [line for line in result.stdout.splitlines() if ": FAL000 " in line]
+        if "--diff" not in args:  # a diff shows only the fixes
+            assert unchecked == [f"{name}:1:1: FAL000 {reason}"], result.stdout
+        assert result.returncode == 1, result.stderr  # a file that could not be checked fails the run
         assert "Traceback" not in result.stderr
     assert (tmp_path / "bug.py").read_text() == (FIXED if "--fix" in args else BUG)
 
@@ -69,11 +70,13 @@ def test_size_limit_from_the_config(tmp_path: Path) -> None:
     (tmp_path / "bug.py").write_text(BUG)
     command = [sys.executable, "-m", "flux_alias_lint", "check", "--no-cache", "bug.py"]
     result = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert f"bug.py: is {len(BUG)} bytes, more than the limit of 50 (max-file-size); skipped" in result.stderr
+    assert (
+        f"bug.py:1:1: FAL000 is {len(BUG)} bytes, more than the limit of 50 (max-file-size); skipped" in result.stdout
+    )
     result = subprocess.run(
         [*command, "--max-file-size", "0"], check=False, cwd=tmp_path, capture_output=True, text=True
     )
-    assert "more than the limit of 0" in result.stderr  # the command line wins over the config
+    assert "more than the limit of 0" in result.stdout  # the command line wins over the config
 
 
 @pytest.mark.parametrize("value", ['"30"', "-1", "true", "[1]"])
@@ -91,11 +94,11 @@ def test_timeout_is_one_line_and_not_cached(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text("\n".join([*lines, "    return loss, r", ""]))
     (tmp_path / "bug.py").write_text(BUG)
     result = _run(tmp_path, "--timeout", "0.2", "--fix")
-    errors = [line for line in result.stderr.splitlines() if line.startswith("flux-alias-lint: error")]
-    assert errors == ["flux-alias-lint: error: slow.py: too complex to analyse in 0.2 s"], result.stderr
+    unchecked = [line for line in result.stdout.splitlines() if ": FAL000 " in line]
+    assert unchecked == ["slow.py:1:1: FAL000 too complex to analyse in 0.2 s"], result.stdout
     assert (tmp_path / "bug.py").read_text() == FIXED
     assert "r[" in (tmp_path / "slow.py").read_text() and ".clone()" not in (tmp_path / "slow.py").read_text()
     result = _run(tmp_path, "--timeout", "0.2")  # check mode, caching: still the timeout
-    assert "too complex" in result.stderr
+    assert "too complex" in result.stdout
     result = _run(tmp_path)  # the default limit: the timeout was not cached, the file is checked
-    assert result.returncode == 1 and "too complex" not in result.stderr and "FAL001" in result.stdout
+    assert "too complex" not in result.stdout and "FAL001" in result.stdout
