@@ -173,11 +173,16 @@ def check_compiles(source: SourceFile) -> None:
     name, `import *` in a function or class, a misplaced `from __future__`, `return` outside a
     function and the like. Checked by compiling, so only for files with something to analyse:
     for every file it would add half again to a cold run."""
+    text = source.text.removeprefix("\ufeff")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
         try:
-            compile(source.text.removeprefix("\ufeff"), source.path, "exec", dont_inherit=True)
+            compile(text, source.path, "exec", dont_inherit=True)
         except SyntaxError as error:
+            try:
+                compile(text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            except SyntaxError:
+                return  # it does not parse: the parse says why (or the target's newer syntax allows it)
             raise _refusal(source, error) from None
         except (RecursionError, MemoryError, ValueError):
             pass  # limits of the compiler, not errors in the file: `nesting_depth` judges nesting
