@@ -1349,7 +1349,10 @@ class ModuleAnalysis:
             return Val(frozenset(Alias(a.token, a.ops + (op,), a.entry, a.fixable) for a in receiver.aliases))
         if is_tensor_method(name) or (self.torch_module and kind is not None and name not in AMBIGUOUS_METHODS):
             self._tensor_tokens.update(a.token for a in receiver.aliases)
-        tensor = receiver.tensor or self.torch_module or is_tensor_method(name)
+        # A method of a value in a module that imports torch is evidence; a function of an imported
+        # module (`sympy.Symbol(...)`, `math.floor(...)`) is not.
+        of_module = (dotted_name(func.value) or "").partition(".")[0] in self.imports
+        tensor = receiver.tensor or (self.torch_module and not of_module) or is_tensor_method(name)
         if kind is None:
             dtype = receiver.dtype if name == "clone" else None
             return self._fresh(node, dtype, tensor=tensor)
