@@ -12,7 +12,7 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .finding import Finding
 from .project import Reaches
@@ -75,15 +75,15 @@ class _TimedOut(BaseException):
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the block after `seconds` with `_TimedOut`. Signals reach only the main thread,
+def time_limit(seconds: float, expired: Callable[[], BaseException] = _TimedOut) -> Iterator[None]:
+    """Interrupt the block after `seconds` with `expired()`. Signals reach only the main thread,
     which is where files are checked (in this process or in each worker); elsewhere, no limit."""
     if seconds <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def expire(signum: int, frame: object) -> None:
-        raise _TimedOut
+        raise expired()
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -211,7 +211,7 @@ def process_file(
         from . import lint  # noqa: F401  (imported outside the time limit: libcst takes ~0.3 s to load)
 
         try:
-            with _time_limit(limits.timeout):
+            with time_limit(limits.timeout):
                 protected = read_only(path) if mode is Mode.FIX else None
                 if protected:
                     result, _ = lint_source(source, selection, Mode.CHECK, reaches)

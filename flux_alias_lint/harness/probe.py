@@ -26,13 +26,12 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import libcst as cst
 
+from ..runner import time_limit
 from ._deps import quiet, require_torch
 from .moduletop import Project, run_module_top
 from .standins import (
@@ -151,22 +150,8 @@ class Probe:
         return Execution(outputs, error, tuple(self.run.taken), list(self.run.bases), marks)
 
 
-@contextlib.contextmanager
-def _time_limit() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise ProbeTimeout(f"still running after {SECONDS_PER_EXECUTION:.0f} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, SECONDS_PER_EXECUTION)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def _time_limit() -> contextlib.AbstractContextManager[None]:
+    return time_limit(SECONDS_PER_EXECUTION, lambda: ProbeTimeout(f"still running after {SECONDS_PER_EXECUTION:.0f} s"))
 
 
 def _root(node: cst.BaseExpression) -> str | None:
