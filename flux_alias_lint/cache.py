@@ -25,6 +25,7 @@ writer wins, which only costs the other run's additions.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -35,12 +36,12 @@ import tempfile
 import time
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import __version__
 from .finding import Finding
-from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED, Reach, Step
+from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED, ProjectIndex, Reach, Step, project_roots, python_files
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
@@ -151,20 +152,8 @@ class Cache:
             return
         live = {entry[1] for entry in self.files.values()}
         data = {"files": self.files, "results": {d: r for d, r in self.results.items() if d[:_DIGEST_LENGTH] in live}}
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            _write_markers(self.directory)
-            body = json.dumps(data, separators=(",", ":")).encode()
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(_header(body) + b"\n" + body)
-                os.replace(tmp, self.file)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-        except OSError:
-            pass  # a read-only checkout still gets its results, just not cached
+        with contextlib.suppress(OSError):  # a read-only checkout still gets its results, just not cached
+            _write(self.file, data)
         self._dirty = False
 
     def _remember(self, key: str, stamp: Stamp, digest: str) -> None:
@@ -290,3 +279,80 @@ def _write_markers(directory: Path) -> None:
         marker = directory / name
         if not marker.exists():
             marker.write_text(text)
+
+
+def project_reached(paths: Sequence[str], directory: Path | None) -> dict[str, dict[int, Reach]]:
+    """`ProjectIndex.for_paths(paths).reached_by_path()`, kept in `directory` while no Python file of
+    the projects changed (stamps of every file, the working directory the steps' paths are shown
+    from, and the tool build make the key), so a warm run stats the project instead of reading it.
+    Any other content of the file is rebuilt from scratch."""
+    roots = project_roots(paths)
+    files = {root: list(python_files(root)) for root in roots}
+    key = _index_key(files) if directory is not None else None
+    index_file = directory / "index.json" if directory is not None else None
+    if key is not None and index_file is not None:
+        cached = _load_reached(index_file, key)
+        if cached is not None:
+            return cached
+    reached = ProjectIndex(roots, files).reached_by_path()
+    if key is not None and index_file is not None:
+        rows = [
+            [path, line, r.context, [dataclasses.astuple(s) for s in r.steps]]
+            for path, by_line in reached.items()
+            for line, r in by_line.items()
+        ]
+        with contextlib.suppress(OSError):
+            _write(index_file, {"key": key, "reached": rows})
+    return reached
+
+
+def _write(file: Path, data: object) -> None:
+    """Atomically, with its checksum line, in a directory marked as a cache."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    _write_markers(file.parent)
+    body = json.dumps(data, separators=(",", ":")).encode()
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=file.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_header(body) + b"\n" + body)
+        os.replace(tmp, file)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _index_key(files: dict[str, list[str]]) -> str | None:
+    """None while a file was modified too recently for its stamp to be trusted."""
+    h = hashlib.blake2b(f"{_build_fingerprint()} {os.getcwd()}".encode(), digest_size=16)
+    now = time.time_ns()
+    for root in sorted(files):
+        for path in files[root]:
+            try:
+                stamp = stamp_of(os.stat(path))
+            except OSError:
+                return None
+            if now - stamp[0] < _RACY_NS:
+                return None
+            h.update(f"{path}\0{stamp}\0".encode())
+    return h.hexdigest()
+
+
+def _load_reached(index_file: Path, key: str) -> dict[str, dict[int, Reach]] | None:
+    try:
+        header, _, body = read_regular(str(index_file), _MAX_CACHE_BYTES)[0].partition(b"\n")
+        if header != _header(body):
+            return None
+        data = json.loads(body)
+        if data["key"] != key:
+            return None
+        reached: dict[str, dict[int, Reach]] = {}
+        for path, line, context, steps in data["reached"]:
+            if not (isinstance(path, str) and type(line) is int and context in (MEGATRON, IN_PLACE_CALLER)):
+                return None
+            parsed = tuple(Step(*step) for step in steps)
+            if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
+                return None
+            reached.setdefault(path, {})[line] = Reach(context, parsed)
+        return reached
+    except (SourceError, OSError, ValueError, TypeError, KeyError, RecursionError):
+        return None  # missing, unreadable or not ours: rebuilt

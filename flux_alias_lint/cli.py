@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from . import __version__
-from .cache import CACHE_DIR_NAME, Cache
+from .cache import CACHE_DIR_NAME, Cache, project_reached
 from .config import UNREACHED_CHOICES, Config, ConfigError, Resolver, check_selectors, parse_target_version, split_codes
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .gitignore import GitIgnore
@@ -307,7 +307,8 @@ def _check(args: argparse.Namespace) -> int:
         files, errors = settings.files()
         if not files and not errors:
             print("flux-alias-lint: warning: No Python files found under the given path(s)", file=sys.stderr)
-        reached = ProjectIndex.for_paths(files).reached_by_path()
+        index_cache = None if args.no_cache or not files else settings.cache_dir(files[0])
+        reached = project_reached(files, index_cache)
         pending = _check_grouped(files, settings, _mode(args), reached)
         if not args.quiet and progress_wanted(sys.stderr):
             pending = track(pending, len(files))

@@ -142,6 +142,16 @@ def project_root(path: str) -> str:
         current = parent
 
 
+def project_roots(paths: Iterable[str]) -> list[str]:
+    """The projects the files `paths` belong to (`project_root`), each once."""
+    roots: dict[str, str] = {}
+    for path in paths:
+        directory = os.path.dirname(os.path.abspath(path))
+        if directory not in roots:
+            roots[directory] = project_root(path)
+    return sorted(set(roots.values()))
+
+
 def python_files(root: str) -> Iterator[str]:
     """Every `*.py` under `root` (real paths), skipping VCS, virtualenv and build directories."""
     for directory, subdirs, files in os.walk(root):
@@ -203,12 +213,7 @@ class ProjectIndex:
     @classmethod
     def for_paths(cls, paths: Iterable[str]) -> ProjectIndex:
         """The index of every project the files `paths` belong to."""
-        roots: dict[str, str] = {}
-        for path in paths:
-            directory = os.path.dirname(os.path.abspath(path))
-            if directory not in roots:
-                roots[directory] = project_root(path)
-        return cls(roots.values())
+        return cls(project_roots(paths))
 
     @classmethod
     def of_source(cls, text: str, path: str = "<string>") -> ProjectIndex:

@@ -109,3 +109,22 @@ def test_unreached_warn_prints_but_does_not_fail(tmp_path: pathlib.Path, capsys)
     assert main(["check", str(project / "pkg" / "loss.py"), "--no-cache"]) == 0
     assert "[unreached]" in capsys.readouterr().out
     assert main(["check", str(project / "pkg" / "losses.py"), "--no-cache"]) == 1  # megatron: still fails
+
+
+def test_the_cached_index_follows_the_project(tmp_path: pathlib.Path, capsys) -> None:
+    """A warm run reuses the project index only while no file changed; a new forward step in another
+    file gives a function its context at once, and a corrupted index file is rebuilt."""
+    project = _project(tmp_path)
+    (project / "pkg" / "train.py").unlink()
+    past = time.time() - 3600  # stamps old enough to be trusted
+    for path in project.rglob("*.py"):
+        os.utime(path, (past, past))
+    cache = tmp_path / "cache"
+    assert _check(capsys, str(project), "--cache-dir", str(cache)) == [("loss.py", 7, "FAL001", "unreached")]
+    assert (cache / "index.json").exists()
+    (project / "pkg" / "train.py").write_text(TRAIN)
+    os.utime(project / "pkg" / "train.py", (past, past))
+    expected = [("loss.py", 7, "FAL001", "unreached"), ("losses.py", 6, "FAL001", "megatron")]
+    assert _check(capsys, str(project), "--cache-dir", str(cache)) == expected
+    (cache / "index.json").write_bytes(b"flux-alias-lint-cache 0\n{]")
+    assert _check(capsys, str(project), "--cache-dir", str(cache)) == expected
