@@ -23,6 +23,7 @@ import libcst as cst
 from .evidence import Declared, declared_returns
 from .project import find_module
 from .source import SourceError, read_bytes
+from .triage import module_imports
 
 # The longest function summarised: longer ones (training loops, not helpers) are unknown calls.
 MAX_LINES = 80
@@ -107,11 +108,7 @@ class Library:
                         if alias.name != "*":
                             target = f"{node.module}.{alias.name}" if node.module else alias.name
                             self._imports[alias.asname or alias.name] = (target, node.level)
-                            self._module_imports[alias.asname or alias.name] = target
-                elif isinstance(node, ast.Import):
-                    for alias in node.names:
-                        head = alias.name.split(".")[0]
-                        self._module_imports[alias.asname or head] = alias.name if alias.asname else head
+            self._module_imports = dict(module_imports(tree))
         return self._spans
 
     def _local(self, name: str) -> Definition | None:

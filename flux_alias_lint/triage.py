@@ -95,7 +95,7 @@ def reduce_source(text: str, reached: frozenset[int] = frozenset(), path: str = 
         except _PARSE_ERRORS:
             return None
     lines = _source_lines(text)
-    imports = _module_imports(tree)
+    imports = module_imports(tree)
     helpers = _Helpers(tree, imports, path)
     mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
     units = list(_units(tree.body))
@@ -260,7 +260,7 @@ def _lambdas_in(value: object) -> Iterator[ast.Lambda]:
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
+def module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
     """(local name, qualified name) for the module-level imports, as `ModuleAnalysis._module_imports` reads them."""
     found = set()
     for node in tree.body:
@@ -387,7 +387,7 @@ def _loaded(key: tuple[str, tuple[int, int]]) -> _Helpers | None:
         with open(key[0], "rb") as handle, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(handle.read())
-        helpers: _Helpers | None = _Helpers(tree, _module_imports(tree), key[0])
+        helpers: _Helpers | None = _Helpers(tree, module_imports(tree), key[0])
     except (OSError, *_PARSE_ERRORS):
         helpers = None
     _LOADED[key] = helpers
