@@ -15,6 +15,7 @@ B's: overlapping tokens mean Megatron's in-place rescale of B shows through the 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ from .aliasing import (
 from .evidence import Declared, declared, declared_returns_of
 from .library import Definition, Library
 from .rules import CODE_FOR_KIND
+from .triage import SUMMARY_DEPTH  # how deep library summaries nest (the triage mirrors it)
 
 # A storage token: a root (an allocation site, a parameter, a free name) plus the
 # constant indices taken from it. ``x[0]`` and ``x[1]`` never overlap; ``x`` and ``x[0]`` do.
@@ -309,8 +311,6 @@ class Summary:
 _ENTRY_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault"})
 # Methods that show a helper's parameter is a container, not a tensor.
 _MAPPING_METHODS = _ENTRY_MUTATORS | {"get", "items", "values"}
-# Library functions summarised inside one another, at most: deeper calls are unknown calls.
-_MAX_SUMMARY_DEPTH = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,14 +397,24 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
 
 def _constant_index(node: cst.BaseExpression) -> int | str | None:
     if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
+        return int(node.value, 0)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         inner = _constant_index(node.expression)
         return -inner if isinstance(inner, int) else None
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
+    if isinstance(node, cst.SimpleString):
+        return _string_literal(node.value)
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = _constant_index(node.left), _constant_index(node.right)
+        return left + right if isinstance(left, str) and isinstance(right, str) else None
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_literal(token: str) -> str | None:
+    """The value of one string literal token. Not libcst's `evaluated_value`: `ast.literal_eval`
+    leaves a cycle of closures behind at every call, garbage only the collector frees."""
+    value = ast.parse(token, mode="eval").body
+    return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
 
 
 class _Loop:
@@ -1082,7 +1092,7 @@ class ModuleAnalysis:
             nested = env[func.value].function
             if nested is not None:
                 summary = self._summary(nested, env)
-        elif self.library is not None and len(self._summary_stack) < _MAX_SUMMARY_DEPTH:
+        elif self.library is not None and len(self._summary_stack) < SUMMARY_DEPTH:
             if isinstance(func, cst.Name):
                 definition = self.library.function(func.value)
             elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":

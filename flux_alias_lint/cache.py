@@ -45,7 +45,7 @@ from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED, ProjectIndex, Reach, 
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
-from .source import SourceError, read_bytes, read_regular
+from .source import SourceError, collections_paused, read_bytes, read_regular
 
 CACHE_DIR_NAME = ".flux-alias-lint-cache"
 _RACY_NS = 2_000_000_000
@@ -294,7 +294,8 @@ def project_reached(paths: Sequence[str], directory: Path | None) -> dict[str, d
         cached = _load_reached(index_file, key)
         if cached is not None:
             return cached
-    reached = ProjectIndex(roots, files).reached_by_path()
+    with collections_paused():  # the gated files' trees are alive until the index is built
+        reached = ProjectIndex(roots, files).reached_by_path()
     if key is not None and index_file is not None:
         rows = [
             [path, line, r.context, [dataclasses.astuple(s) for s in r.steps]]

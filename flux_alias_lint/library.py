@@ -23,10 +23,8 @@ import libcst as cst
 from .evidence import Declared, declared_returns
 from .project import find_module
 from .source import SourceError, read_bytes
-from .triage import module_imports
+from .triage import module_imports, summarisable
 
-# The longest function summarised: longer ones (training loops, not helpers) are unknown calls.
-MAX_LINES = 80
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
 
@@ -113,7 +111,7 @@ class Library:
 
     def _local(self, name: str) -> Definition | None:
         node = self._definitions().get(name)
-        if node is None or isinstance(node, ast.AsyncFunctionDef) or node.end_lineno - node.lineno >= MAX_LINES:
+        if node is None or not summarisable(node):  # the triage's rule, so that it over-approximates this
             return None
         lines = self.text.splitlines(keepends=True)[
             min(d.lineno for d in [node, *node.decorator_list]) - 1 : node.end_lineno
@@ -149,6 +147,12 @@ class Library:
             if path is not None:
                 self._others[key] = _library_of(path)
         return self._others[key]
+
+    def close(self) -> None:
+        """Drop what this file's analysis built: its definitions refer back to it, and the cycle would
+        keep their libcst trees alive until the next collection (`source.collections_paused`)."""
+        self._parsed.clear()
+        self.summaries.clear()
 
     def files(self) -> list[str]:
         """The other files whose functions were looked up: a change in any of them can change findings here."""

@@ -89,6 +89,8 @@ def _collect(
             found += map(keep, _analyze_piece(source, selection, noqa, parse_from, given, piece, context))
     except _PieceRejected as rejected:
         found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None, context)))
+    finally:
+        context.library.close()
     return found, tuple(context.library.files())
 
 

@@ -5,9 +5,7 @@ Results come back in the order of `paths` whatever `jobs` is, so output never de
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import multiprocessing
 import os
 import stat
@@ -18,7 +16,7 @@ from .cache import Cache, Stamp, digest_of, reach_key, stamp_of
 from .project import Reaches
 from .runner import DEFAULT_LIMITS, FileResult, Limits, Mode, process_file, unchecked
 from .selection import Selection
-from .source import SourceError, read_regular
+from .source import SourceError, collections_paused, read_regular
 
 # Below this much source, forking workers costs more than it saves (a fork plus a libcst import
 # per worker is ~0.3 s; checking 256 kB in-process takes about as long).
@@ -50,21 +48,7 @@ def check_files(
     rescaling caller is known to call; None: each file's own text is its evidence."""
     if mode is not Mode.CHECK:
         cache = None
-    with _fewer_collections():
-        yield from _check_files(paths, selection, mode, jobs, cache, reached, limits)
-
-
-@contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """Parsing a file allocates hundreds of thousands of short-lived, acyclic `ast` nodes; at the
-    default threshold (700) the collector walks the growing tree thousands of times (~20% of a
-    cold run). Forked workers inherit the setting."""
-    previous = gc.get_threshold()
-    gc.set_threshold(50_000, 20, 20)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
+    yield from _check_files(paths, selection, mode, jobs, cache, reached, limits)
 
 
 def _check_files(
@@ -168,5 +152,6 @@ def _check_one(
         data, st = read_regular(path, limits.max_bytes)
     except SourceError as exc:
         return unchecked(exc, selection), None, None
-    result = process_file(path, selection, mode, data, reaches, limits)
+    with collections_paused():
+        result = process_file(path, selection, mode, data, reaches, limits)
     return result, (stamp_of(st) if result.cacheable else None), digest_of(data)

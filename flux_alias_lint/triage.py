@@ -44,7 +44,15 @@ import re
 import warnings
 from collections.abc import Iterator
 
-from .aliasing import MAPPING_CONSTRUCTORS, NUMBER_BUILTINS, NUMBER_METHODS
+from .aliasing import (
+    MAPPING_CONSTRUCTORS,
+    NUMBER_BUILTINS,
+    NUMBER_METHODS,
+    attribute_alias_kind,
+    method_alias_kind,
+    torch_function_alias_kind,
+)
+from .evidence import Declared, declared_returns
 from .project import find_module
 
 # Triage on/off: tests switch it off to compare against the full analysis.
@@ -108,7 +116,7 @@ def reduce_source(text: str, reached: frozenset[int] = frozenset(), path: str = 
         if any(first <= line <= last for line in reached) or (
             ("return" in span or "lambda" in span)
             and ("lambda" in span or _some_return_may_fit(unit.body))
-            and (_text_may_find(span, mapping_names) or any(helpers.flags(name) for name in _CALLED.findall(span)))
+            and (_text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span)))
             and _flow_may_find(unit, imports, helpers)
         ):
             if not _alone(lines, unit):
@@ -276,22 +284,47 @@ def module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
+# Which calls the analysis summarises (`analysis._call_summarised`, `library.Library`): a def nested
+# in the function (always), else, while fewer than `SUMMARY_DEPTH` summaries are open, a module-level
+# function of the file or of the project module it is imported from, or a method of `self`, if it is
+# not async and shorter than `SUMMARY_LINES` lines (longer ones are training loops, not helpers).
+SUMMARY_DEPTH = 2
+SUMMARY_LINES = 80
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def summarisable(node: Def) -> bool:
+    return not isinstance(node, ast.AsyncFunctionDef) and (node.end_lineno or node.lineno) - node.lineno < SUMMARY_LINES
+
+
 class _Helpers:
     """What calling a function of the project may give, by the flow below over its own code: the
-    analysis summarises these calls (`library.py`), so a helper that returns a container makes one.
-    The defs of the file, and those imported by name from another module of the project (`from pkg.mod
-    import f`); decided per name, when a unit calls it."""
+    analysis summarises these calls, so a helper that returns a container makes one, and one that
+    passes its arguments on passes their storage. The defs of the file, and those imported by name
+    from another module of the project (`from pkg.mod import f`); decided per name, when a unit
+    calls it, at the depth of summaries the call is at."""
 
-    def __init__(self, tree: ast.Module, imports: frozenset[tuple[str, str]], path: str, rough: bool = False) -> None:
-        self._tree = tree
+    def __init__(
+        self, tree: ast.Module, imports: frozenset[tuple[str, str]], path: str, rough: bool = False, kept: bool = False
+    ) -> None:
+        self._tree: ast.Module | None = tree
+        # Another module's, kept for the run: only what its summarisable defs need of the tree stays.
+        self._kept = kept
         self._imports = imports
         self._path = path
         self._rough = rough  # imported helpers may return anything: no other module is read
-        self._defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] | None = None  # when first asked
+        # name -> defs: module-level functions, methods of module-level classes, defs nested in functions
+        self._defs: tuple[dict[str, list[Def]], dict[str, list[Def]], dict[str, list[Def]]] | None = None
         self._imported: dict[str, tuple[str, int, str]] = {}
-        self._known: dict[str, int] = {}
+        self._numbers: frozenset[str] = frozenset()  # `evidence.declared_returns` that are numbers and the like
+        self._known: dict[tuple[str, bool, int], int] = {}
+        self._passings: dict[tuple[str, bool, int], list[_Passing] | None] = {}
+        self._summarised: dict[tuple[str, bool, int], bool] = {}
+        self._walks: dict[int, Walk] = {}
         self._twin: _Helpers | None = None
         self.guessed = False  # the rough twin took an imported helper to return anything
+        self._guesses: set[tuple[str, bool, int]] = set()  # the calls whose flags were guessed so
 
     @property
     def rough(self) -> _Helpers:
@@ -300,21 +333,35 @@ class _Helpers:
             return self
         if self._twin is None:
             self._twin = _Helpers(self._tree, self._imports, self._path, rough=True)
-            self._twin._defs, self._twin._imported = self._read(), self._imported
+            self._twin._defs, self._twin._imported, self._twin._walks = self._read(), self._imported, self._walks
+            self._twin._numbers = self._numbers
         return self._twin
 
-    def _read(self) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    def _read(self) -> tuple[dict[str, list[Def]], dict[str, list[Def]], dict[str, list[Def]]]:
         if self._defs is None:
-            self._defs = {}
-            stack = [self._tree.body]
+            functions: dict[str, list[Def]] = {}
+            methods: dict[str, list[Def]] = {}
+            nested: dict[str, list[Def]] = {}
+            assert self._tree is not None
+            stack: list[tuple[list[ast.stmt], dict[str, list[Def]]]] = [(self._tree.body, functions)]
             while stack:
-                for node in stack.pop():
-                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self._defs.setdefault(node.name, []).append(node)
+                body, table = stack.pop()
+                for node in body:
+                    inner = table
+                    if isinstance(node, _FUNCTIONS):
+                        if self._kept and table is not nested and not summarisable(node):
+                            continue  # never summarised, and the defs inside it are no one else's
+                        table.setdefault(node.name, []).append(node)
+                        inner = nested
+                    elif isinstance(node, ast.ClassDef):
+                        inner = methods if table is functions else nested
+                    elif table is methods:
+                        inner = nested  # the analysis reads a class's own statements only
                     for field in _BLOCK_FIELDS:
                         block = getattr(node, field, None)
                         if isinstance(block, list):
-                            stack.append(block)
+                            stack.append((block, inner))
+            self._defs = functions, methods, nested
             # local name -> (module, level, its name there), for `from <module> import <name> as <local>`
             self._imported = {
                 alias.asname or alias.name: (node.module or "", node.level, alias.name)
@@ -322,27 +369,92 @@ class _Helpers:
                 if isinstance(node, ast.ImportFrom) and self._path and not (node.module or "").startswith("torch")
                 for alias in node.names
             }
+            self._numbers = frozenset(
+                n for n, kind in declared_returns(self._tree).items() if kind is Declared.IMMUTABLE
+            )
+            if self._kept:
+                self._tree = None
         return self._defs
 
-    def flags(self, name: str) -> int:
-        """What a call of `name` may return, as flow flags (0: not a helper, or only fresh values)."""
-        if name not in self._known:
-            self._known[name] = 0  # a helper calling itself adds nothing to itself
-            self._known[name] = self._decide(name)
-        return self._known[name]
+    def declares_number(self, name: str) -> bool:
+        """Whether a def of the file called `name` is annotated to return a number, string or the like."""
+        self._read()
+        return name in self._numbers
 
-    def _decide(self, name: str) -> int:
+    def _candidates(self, name: str, method: bool, depth: int) -> list[tuple[Def, int]]:
+        """The defs a call of `name` (`self.name` if `method`) from a flow at `depth` may be summarised
+        from, each with the depth its own flow is at."""
+        functions, methods, nested = self._read()
+        found = [] if method else [(node, depth) for node in nested.get(name, ())]
+        if depth < SUMMARY_DEPTH:
+            found += [
+                (node, depth + 1) for node in (methods if method else functions).get(name, ()) if summarisable(node)
+            ]
+        return found
+
+    def _imported_path(self, name: str, method: bool, depth: int) -> str | None:
+        if method or depth >= SUMMARY_DEPTH or name not in self._imported:
+            return None
+        module, level, _ = self._imported[name]
+        return _project_module(self._path, module, level)
+
+    def may_summarise(self, name: str, method: bool, depth: int) -> bool:
+        """Whether the analysis may summarise the call (decided without reading another module)."""
+        key = (name, method, depth)
+        if key not in self._summarised:
+            self._summarised[key] = bool(self._candidates(*key)) or self._imported_path(*key) is not None
+        return self._summarised[key]
+
+    def _flow(self, node: Def, depth: int) -> _Flow:
+        """A flow over a def at `depth`, from its walk (one per def, shared with the rough twin).
+        Flows are not kept: one refers to its helpers, and the cycle would outlive the file."""
+        walk = self._walks.get(id(node))
+        if walk is None:
+            walk = self._walks[id(node)] = _walk(node)
+        return _Flow(node, self._imports, self, depth, walk)
+
+    def passing(self, name: str, method: bool, depth: int) -> list[_Passing] | None:
+        """What each def the call may run does with its arguments (None: not known, so anything: an
+        imported helper, to the rough twin, or a helper calling itself)."""
+        key = (name, method, depth)
+        if key not in self._passings:
+            self._passings[key] = None  # recursion: a helper calling itself passes anything on
+            found: list[_Passing] | None = [
+                _Passing.of(node, self._flow(node, at)) for node, at in self._candidates(*key)
+            ]
+            path = self._imported_path(*key)
+            if path is not None:
+                imported = None if self._rough else _imported_passing(path, self._imported[name][2], depth)
+                found = None if imported is None or found is None else found + imported
+            self._passings[key] = found
+        if self._passings[key] is None and self._rough and self._imported_path(*key) is not None:
+            self.guessed = True
+        return self._passings[key]
+
+    def flags(self, name: str, method: bool, depth: int) -> int:
+        """What the call may return, as flow flags (0: not summarised, or only fresh values)."""
+        key = (name, method, depth)
+        if key not in self._known:
+            self._known[key] = 0  # a helper calling itself adds nothing to itself
+            guessed, self.guessed = self.guessed, False
+            self._known[key] = self._decide(*key)
+            if self.guessed:
+                self._guesses.add(key)
+            self.guessed = guessed or self.guessed
+        elif key in self._guesses:
+            self.guessed = True  # asked again: still a guess
+        return self._known[key]
+
+    def _decide(self, name: str, method: bool, depth: int) -> int:
         flags = 0
-        for node in self._read().get(name, ()):
-            flags |= _Flow(node, self._imports, self).return_flags()
-        if name in self._imported:
-            module, level, original = self._imported[name]
-            path = _project_module(self._path, module, level)
-            if path is not None and self._rough:
-                self.guessed = True
-                flags |= ALL
-            elif path is not None:
-                flags |= _imported_flags(path, original)
+        for node, at in self._candidates(name, method, depth):
+            flags |= self._flow(node, at).return_flags()
+        path = self._imported_path(name, method, depth)
+        if path is not None and self._rough:
+            self.guessed = True
+            flags |= ALL
+        elif path is not None:
+            flags |= _imported_flags(path, self._imported[name][2], depth)
         return flags
 
 
@@ -358,25 +470,42 @@ def _project_module(path: str, module: str, level: int) -> str | None:
 
 
 # What the helpers of the project's other modules return, as this process decided them: by path and
-# stamp. Their trees are parsed when first asked and only the last few are kept.
-_IMPORTED_FLAGS: dict[tuple[str, tuple[int, int]], dict[str, int]] = {}
+# stamp. Each is parsed when first asked; its summarisable defs are kept (of the last `_LOADED_KEPT`).
+_IMPORTED_FLAGS: dict[tuple[str, tuple[int, int]], dict[tuple[str, int], int]] = {}
 _LOADED: collections.OrderedDict[tuple[str, tuple[int, int]], _Helpers | None] = collections.OrderedDict()
-_LOADED_KEPT = 64
+_LOADED_KEPT = 1024
 
 
-def _imported_flags(path: str, name: str) -> int:
-    """`_Helpers.flags` of `name` in another module of the project."""
+def _imported_flags(path: str, name: str, depth: int) -> int:
+    """`_Helpers.flags` of a call of `name`, a function of another module of the project."""
     try:
         st = os.stat(path)
     except OSError:
         return 0
     key = (path, (st.st_mtime_ns, st.st_size))
     decided = _IMPORTED_FLAGS.setdefault(key, {})
-    if name not in decided:
-        decided[name] = 0  # an import cycle finds nothing while this one is decided
+    if (name, depth) not in decided:
+        decided[name, depth] = 0  # an import cycle finds nothing while this one is decided
         helpers = _loaded(key)
-        decided[name] = helpers.flags(name) if helpers is not None else 0
-    return decided[name]
+        decided[name, depth] = helpers.flags(name, False, depth) if helpers is not None else 0
+    return decided[name, depth]
+
+
+_IMPORTED_PASSING: dict[tuple[str, tuple[int, int], str, int], list[_Passing] | None] = {}
+
+
+def _imported_passing(path: str, name: str, depth: int) -> list[_Passing] | None:
+    """`_Helpers.passing` of a call of `name`, a function of another module of the project."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, (st.st_mtime_ns, st.st_size), name, depth)
+    if key not in _IMPORTED_PASSING:
+        _IMPORTED_PASSING[key] = None  # an import cycle passes anything on while this one is decided
+        helpers = _loaded(key[:2])
+        _IMPORTED_PASSING[key] = helpers.passing(name, False, depth) if helpers is not None else None
+    return _IMPORTED_PASSING[key]
 
 
 def _loaded(key: tuple[str, tuple[int, int]]) -> _Helpers | None:
@@ -387,7 +516,8 @@ def _loaded(key: tuple[str, tuple[int, int]]) -> _Helpers | None:
         with open(key[0], "rb") as handle, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(handle.read())
-        helpers: _Helpers | None = _Helpers(tree, module_imports(tree), key[0])
+        helpers: _Helpers | None = _Helpers(tree, module_imports(tree), key[0], kept=True)
+        helpers._read()
     except (OSError, *_PARSE_ERRORS):
         helpers = None
     _LOADED[key] = helpers
@@ -437,13 +567,14 @@ def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]], helpers: 
     """First with every imported helper of the project taken to return anything (no other module
     read), then, only if that may find, with what the helpers' own code returns."""
     try:
+        walk = _walk(node)
         if helpers is None:
-            return _Flow(node, imports, None).may_find()
+            return _Flow(node, imports, None, walk=walk).may_find()
         rough = helpers.rough
         rough.guessed = False
-        if not _Flow(node, imports, rough).may_find():
+        if not _Flow(node, imports, rough, walk=walk).may_find():
             return False
-        return not rough.guessed or _Flow(node, imports, helpers).may_find()
+        return not rough.guessed or _Flow(node, imports, helpers, walk=walk).may_find()
     except RecursionError:
         return True
 
@@ -479,32 +610,64 @@ def _is_mutation(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
 
 
+# What a flow reads of its code: the statements that bind or update names, the returned values
+# (a lambda's body is one), and the calls of names or of `self`'s methods (maybe summarised).
+Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call]]
+
+
+def _walk(tree: ast.AST) -> Walk:
+    bindings: list[ast.AST] = []
+    returns: list[ast.expr] = []
+    calls: list[ast.Call] = []
+    stack: list[ast.AST] = [tree]
+    while stack:  # ast.walk, without its generator-per-node overhead, and not into leaves
+        node = stack.pop()
+        kind = type(node)
+        if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
+            bindings.append(node)
+        elif kind is ast.Call and _helper_call(node) is not None:
+            calls.append(node)
+        if kind is ast.Return and node.value is not None:
+            returns.append(node.value)
+        elif kind is ast.Lambda:
+            returns.append(node.body)
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend(item for item in value if isinstance(item, ast.AST) and type(item) not in _LEAVES)
+            elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
+                stack.append(value)
+    # The walk meets statements about in reverse: in source order, the fixpoints settle sooner.
+    bindings.reverse()
+    calls.reverse()
+    return bindings, returns, calls
+
+
 class _Flow:
     """Flow-insensitive: one set of flags per name (or dotted name) over the whole unit."""
 
-    def __init__(self, tree: ast.AST, imports: frozenset[tuple[str, str]], helpers: _Helpers | None) -> None:
+    def __init__(
+        self,
+        tree: ast.AST,
+        imports: frozenset[tuple[str, str]],
+        helpers: _Helpers | None,
+        depth: int = 0,
+        walk: Walk | None = None,
+    ) -> None:
         self.helpers = helpers
-        self.bindings: list[ast.AST] = []
-        self.returns: list[ast.expr] = []
-        stack: list[ast.AST] = [tree]
-        while stack:  # ast.walk, without its generator-per-node overhead, and not into leaves
-            node = stack.pop()
-            kind = type(node)
-            if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
-                self.bindings.append(node)
-            if kind is ast.Return and node.value is not None:
-                self.returns.append(node.value)
-            elif kind is ast.Lambda:
-                self.returns.append(node.body)
-            fields = _CHILD_FIELDS.get(kind)
-            if fields is None:
-                fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-            for name in fields:
-                value = getattr(node, name, None)
-                if type(value) is list:
-                    stack.extend(item for item in value if isinstance(item, ast.AST) and type(item) not in _LEAVES)
-                elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
-                    stack.append(value)
+        self.depth = depth  # how many summaries the analysis has open while it runs this code
+        self.bindings, self.returns, calls = walk if walk is not None else _walk(tree)
+        # the calls the analysis may summarise: their effects on arguments
+        self.calls = [call for call in calls if _may_have_effects(call, helpers, depth)]
+        self._store: dict[str, frozenset[Token]] | None = None  # by dotted name, once `_settle_storage` ran
+        self._wild: dict[str, frozenset[Token]] = {}  # what any attribute `<owner>.x` may have been given
+        self._mutated: set[str] = set()  # names whose entries or attributes were written to
+        self._displays: dict[int, ast.Tuple | ast.List] = {}  # the 2- and 3-element displays, by id
+        self._known_storage: dict[int, frozenset[Token]] = {}  # this round's, by node id
+        self._own: dict[int, list[ast.expr]] = {}  # `_own_returns` of the defs met, by id
         self.env: dict[str, int] = {}
         self.qualified: dict[str, set[str]] = {}
         self._qualified_names: dict[int, frozenset[str]] = {}
@@ -515,7 +678,7 @@ class _Flow:
         if not self.returns:
             return False
         self._settle()
-        return any(self._returnable(value) for value in self.returns)
+        return any(self._returnable(value) and self._shares_storage(value) for value in self.returns)
 
     def return_flags(self) -> int:
         """What the function may return (its own returns; a lambda's body counts as one)."""
@@ -695,17 +858,12 @@ class _Flow:
                 flags |= arguments
             elif name.startswith("torch.") and arguments & (M | D | S | H):
                 flags |= M  # an op on a number or a container: a value without storage
-        func = node.func
-        helper = (
-            func.id
-            if isinstance(func, ast.Name)
-            else func.attr
-            if isinstance(func, ast.Attribute) and _dotted(func.value) == "self"
-            else None
-        )
-        returned = self.helpers.flags(helper) if helper is not None and self.helpers is not None else 0
+        helper = _helper_call(node)
+        returned = self.helpers.flags(*helper, self.depth) if helper is not None and self.helpers is not None else 0
         if returned:  # a function of the project: what it returns, and its arguments inside what it returns
             flags |= returned | arguments | (_holding(arguments) if returned & (D | S) else 0)
+        if helper is not None and self.helpers is not None and self.helpers.declares_number(helper[0]):
+            flags |= M  # not summarised, its annotation says (`-> int`): the analysis believes it
         if isinstance(node.func, ast.Attribute):
             method, receiver = node.func.attr, self._eval(node.func.value)
             if receiver & (D | S):  # the analysis' container methods
@@ -721,6 +879,390 @@ class _Flow:
             if method in NUMBER_METHODS or method == "tolist" or (method == "type" and no_arguments) or receiver & M:
                 flags |= M
         return flags
+
+    # ---- storage: which values may share memory ------------------------------------------
+    #
+    # A finding needs a report leaf whose alias shares a token with the backprop tensor's (the
+    # analysis' `_overlap`). Its tokens are parameters and free names (here: the name), allocation
+    # sites (here: the node) and items of those (here: the owner's tokens). Joined over the whole
+    # unit, per dotted name, they over-approximate every alias the analysis can give a value. The
+    # alias table (`aliasing.py`) says which operations pass their operand's tokens on.
+
+    def _shares_storage(self, value: ast.expr) -> bool:
+        """Whether a returned `(backprop, ..., report)` may have a report leaf aliasing `backprop`.
+        The analysis knows the positions of a sequence only from a display of 2 or 3 elements (here,
+        or returned by a summarised helper): a returned name or call is checked through the
+        displays it may be (`("seq", node)` tokens) and the helper calls it may come from."""
+        self._settle_storage()
+        if isinstance(value, (ast.Tuple, ast.List)):
+            return self._display_shares(value)
+        for token in self._storage(value):
+            if type(token) is tuple and token[0] == "seq" and self._display_shares(self._displays[token[1]]):
+                return True
+            if type(token) is tuple and token[0] == "call":
+                return True
+        return False
+
+    def _display_shares(self, display: ast.Tuple | ast.List) -> bool:
+        assert self._store is not None
+        if _overlap(self._storage(display.elts[0]), self._storage(display.elts[-1])):
+            return True
+        # A display whose report was updated through a name holding it (`out[1].update(...)`).
+        marker = ("seq", id(display))
+        return any(marker in self._store.get(owner, _NO_TOKENS) for owner in self._mutated)
+
+    def _settle_storage(self) -> None:
+        if self._store is not None:
+            return
+        self._settle()  # the container flags tell an opaque value, whose elements are disjoint, from a container
+        self._store = {}
+        while True:
+            self._grew = False
+            self._known_storage.clear()
+            for node in self.bindings:
+                self._store_statement(node)
+            for call in self.calls:
+                self._storage(call)
+            if not self._grew:
+                return
+
+    def _grow(self, table: dict[str, frozenset[Token]], name: str, tokens: frozenset[Token]) -> None:
+        old = table.get(name, _NO_TOKENS)
+        if not tokens <= old:
+            table[name] = old | tokens
+            self._grew = True
+
+    def _store_statement(self, node: ast.AST) -> None:
+        kind = type(node)
+        if kind is ast.Assign:
+            tokens = self._storage(node.value)
+            opaque = not self._eval(node.value) & (D | S)
+            for target in node.targets:
+                if opaque and type(target) in (ast.Tuple, ast.List) and not _has_starred(target.elts):
+                    # `loss, extra = f()`: each position of an opaque value is its own storage.
+                    for position, element in enumerate(target.elts):
+                        self._bind_storage(element, _narrowed(tokens, position))
+                else:
+                    self._bind_storage(target, tokens)
+        elif kind is ast.AnnAssign or kind is ast.NamedExpr:
+            if node.value is not None:
+                self._bind_storage(node.target, self._storage(node.value))
+        elif kind is ast.AugAssign:  # in place on a tensor, a new value on anything else
+            self._bind_storage(node.target, self._storage(node.target) | self._storage(node.value) | {id(node)})
+        elif kind in (ast.For, ast.AsyncFor, ast.comprehension):
+            self._bind_storage(node.target, self._storage(node.iter))
+        elif kind is ast.withitem:
+            if node.optional_vars is not None:
+                self._bind_storage(node.optional_vars, self._storage(node.context_expr) | {id(node)})
+        elif kind in _FUNCTIONS:  # a nested def: calling it gives what it returns
+            tokens = _NO_TOKENS
+            for value in self.own_returns(node):
+                tokens |= self._storage(value)
+            self._grow(self._store, node.name, tokens)
+        elif kind is ast.Call:
+            self._storage(node)
+
+    def _bind_storage(self, target: ast.expr, tokens: frozenset[Token]) -> None:
+        assert self._store is not None
+        kind = type(target)
+        if kind is ast.Name or kind is ast.Attribute:
+            name = _dotted(target)
+            if name is not None:
+                self._grow(self._store, name, tokens)
+        elif kind is ast.Subscript:  # an entry of a container (or an in-place write to a tensor)
+            owner = _owner(target.value)
+            if owner is not None:
+                self._mutated.add(owner)
+                self._grow(self._store, owner, tokens)
+        elif kind is ast.Tuple or kind is ast.List:
+            for element in target.elts:
+                self._bind_storage(element, tokens)
+        elif kind is ast.Starred:
+            self._bind_storage(target.value, tokens)
+
+    def _lookup(self, name: str) -> frozenset[Token]:
+        assert self._store is not None
+        found = self._store.get(name, _NO_TOKENS) | {name}
+        head = name
+        while self._wild and "." in head:
+            head = head.rpartition(".")[0]
+            found |= self._wild.get(head, _NO_TOKENS)
+        return found
+
+    def own_returns(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
+        if id(function) not in self._own:
+            self._own[id(function)] = list(_own_returns(function))
+        return self._own[id(function)]
+
+    def _storage(self, node: ast.expr) -> frozenset[Token]:
+        """What `node` may share storage with (memoised per round of the fixpoint: within a round a
+        value may lag behind, the next round catches it up)."""
+        found = self._known_storage.get(id(node))
+        if found is None:
+            found = self._known_storage[id(node)] = self._storage_of(node)
+        return found
+
+    def _storage_of(self, node: ast.expr) -> frozenset[Token]:
+        kind = type(node)
+        if kind is ast.Name:
+            return _NO_TOKENS if node.id in ("None", "True", "False") else self._lookup(node.id)
+        if kind is ast.Attribute:
+            if any(q.startswith("torch.") for q in self._qualified(node)):
+                return _NO_TOKENS  # torch.float32 and the like
+            name = _dotted(node)
+            found = self._lookup(name) if name is not None else frozenset({id(node)})
+            if attribute_alias_kind(node.attr) is not None:
+                found |= self._storage(node.value)
+            return found
+        if kind is ast.Constant or kind is ast.JoinedStr:
+            return _NO_TOKENS
+        if kind is ast.Lambda:
+            return self._storage(node.body)
+        if kind is ast.Dict:
+            return _union(self._storage(value) for value in node.values)
+        if kind is ast.Tuple or kind is ast.List:
+            found = _union(self._storage(element) for element in node.elts)
+            if len(node.elts) in (2, 3) and not any(type(e) is ast.Starred for e in node.elts):
+                self._displays[id(node)] = node
+                found |= {("seq", id(node))}
+            return found
+        if kind is ast.Starred or kind is ast.NamedExpr:
+            if kind is ast.NamedExpr:
+                self._bind_storage(node.target, self._storage(node.value))
+            return self._storage(node.value)
+        if kind is ast.ListComp or kind is ast.GeneratorExp:
+            return self._storage(node.elt)
+        if kind is ast.DictComp:
+            return self._storage(node.value)
+        if kind is ast.Subscript:  # an item, a view, or a copy (advanced indexing)
+            found = self._storage(node.value)
+            key = node.slice.value if type(node.slice) is ast.Constant else None
+            if (type(key) is str or (type(key) is int and key >= 0)) and not self._eval(node.value) & (D | S):
+                return _narrowed(found, key)  # `out[0]`, `batch["labels"]`: one part of an opaque value
+            return found | {id(node)}
+        if kind is ast.IfExp:
+            return self._storage(node.body) | self._storage(node.orelse)
+        if kind is ast.BoolOp:
+            return _union(self._storage(value) for value in node.values)
+        if kind is ast.Call:
+            return self._call_storage(node)
+        return frozenset({id(node)})  # a new value: arithmetic, comparisons, sets, awaits, ...
+
+    def _call_storage(self, node: ast.Call) -> frozenset[Token]:
+        assert self._store is not None
+        arguments = _union(self._storage(arg.value if type(arg) is ast.Starred else arg) for arg in node.args)
+        arguments |= _union(self._storage(keyword.value) for keyword in node.keywords)
+        found = {id(node)}
+        if any(_passes_arguments(name) for name in self._qualified(node.func)):
+            found |= arguments
+        func = node.func
+        owners: list[str] = []
+        if type(func) is ast.Attribute:
+            receiver = self._storage(func.value)
+            if method_alias_kind(func.attr) is not None or func.attr in _PASSING_METHODS:
+                found |= receiver | arguments
+            if func.attr in _MUTATORS:
+                owner = _owner(func.value)
+                if owner is not None:
+                    self._mutated.add(owner)
+                    self._grow(self._store, owner, arguments)
+        helper = _helper_call(node)
+        if helper is None or (self.helpers is not None and not self.helpers.may_summarise(*helper, self.depth)):
+            return frozenset(found)
+        if helper[1]:
+            owners.append("self")
+        # A function the analysis may summarise: its value may hold what it returns of its arguments
+        # (and of their attributes, `self`'s too), and it may store its arguments into them
+        # (`report[k] = v`, `self.x = v`). Each def of that name says which (`_Passing`).
+        found |= self._store.get(_dotted(func) or "", _NO_TOKENS)  # a nested def: what it returns
+        passings = self.helpers.passing(*helper, self.depth) if self.helpers is not None else None
+        receiver_owner = owners[:1]  # ["self"] for a method of `self`
+        bound = list(_bound_arguments(node, passings, bool(receiver_owner)))
+        reaching = [arg for arg, reaches in bound if reaches]
+        found |= _union(self._storage(arg) for arg in reaching)
+        readers = [*receiver_owner] if passings is None or any(p.reads_self for p in passings) else []
+        readers += [name for arg in reaching if (name := _dotted(arg))]
+        for owner in readers:
+            prefix = owner + "."
+            found.add(("*", owner))
+            found |= self._wild.get(owner, _NO_TOKENS)
+            for name, tokens in self._store.items():
+                if name.startswith(prefix):
+                    found |= tokens
+        if reaching and (self.helpers is None or self.helpers.flags(*helper, self.depth) & S):
+            found.add(("call", id(node)))  # a display of the helper's, its elements from the arguments
+        if passings is None or any(p.writes for p in passings):
+            given = arguments | {id(node)}
+            owners += [name for arg, _ in bound if (name := _dotted(arg))]
+            self._mutated.update(owners)
+            for owner in owners:
+                self._grow(self._store, owner, given)
+                self._grow(self._wild, owner, given)
+        return frozenset(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Passing:
+    """What one def does with its parameters, for `_Flow`'s storage: which of them its returns may
+    hold (or hold attributes of), and whether it writes into any of them (or rebinds one to a
+    container, which the analysis applies to the caller's argument too)."""
+
+    params: tuple[str, ...]  # in the order `analysis._parameters` binds them
+    reaching: frozenset[str]
+    writes: bool
+
+    @property
+    def reads_self(self) -> bool:
+        return bool(self.params) and self.params[0] in self.reaching
+
+    @classmethod
+    def of(cls, node: ast.FunctionDef | ast.AsyncFunctionDef, flow: _Flow) -> _Passing:
+        args = node.args
+        params = tuple(
+            a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None
+        )
+        flow._settle_storage()
+        assert flow._store is not None
+        returned = _union(flow._storage(value) for value in flow.own_returns(node))
+        reaching = frozenset(p for p in params if _holds(returned, p))
+        written = [*flow._store, *flow._mutated]
+        writes = any(name == p or name.startswith(p + ".") for name in written for p in params)
+        return cls(params, reaching, writes)
+
+
+def _holds(tokens: frozenset[Token], name: str) -> bool:
+    """Whether `tokens` may hold `name`'s value or one of its attributes."""
+    prefix = name + "."
+    for token in tokens:
+        named = _named(token)
+        if type(named) is str and (named == name or named.startswith(prefix)):
+            return True
+    return False
+
+
+def _bound_arguments(node: ast.Call, passings: list[_Passing] | None, method: bool) -> Iterator[tuple[ast.expr, bool]]:
+    """Each argument of a call, and whether some def it may call returns what it is bound to (as
+    `analysis._apply_summary` binds them: by position, by keyword; `*args` and `**kwargs` are not)."""
+    for position, arg in enumerate(node.args):
+        if type(arg) is ast.Starred:
+            yield arg.value, passings is None  # not bound: the helper never sees it
+            continue
+        yield arg, passings is None or any(_reaches(p, position + method, None) for p in passings)
+    for keyword in node.keywords:
+        yield keyword.value, passings is None or any(_reaches(p, None, keyword.arg) for p in passings)
+
+
+def _reaches(passing: _Passing, position: int | None, keyword: str | None) -> bool:
+    if position is not None:
+        return position >= len(passing.params) or passing.params[position] in passing.reaching
+    return keyword is None or keyword not in passing.params or keyword in passing.reaching
+
+
+# An allocation site (node id), a name, ("*", owner): any attribute of it, ("seq", id): a display of
+# 2 or 3 elements, ("call", id): a summarised call that may return one of its helper's.
+Token = int | str | tuple[str, str] | tuple[str, int]
+_NO_TOKENS: frozenset[Token] = frozenset()
+# Calls that give (part of) their arguments back: containers made of them, one of them, a shallow copy.
+_PASSING_FUNCTIONS = frozenset({"list", "tuple", "zip", "max", "min", "copy.copy"})
+# Methods that give (part of) their receiver or arguments back, besides the alias table's.
+_PASSING_METHODS = frozenset({"get", "pop", "setdefault", "copy", "values", "items"})
+
+
+def _passes_arguments(qualified: str) -> bool:
+    """Containers made of the arguments, one of them, a shallow copy, a torch alias of one."""
+    if qualified in _PASSING_FUNCTIONS or _is_mapping(qualified):
+        return True
+    return qualified.startswith("torch.") and torch_function_alias_kind(qualified[len("torch.") :]) is not None
+
+
+def _union(parts: Iterator[frozenset[Token]]) -> frozenset[Token]:
+    found = _NO_TOKENS
+    for part in parts:
+        found = found | part if found else part
+    return found
+
+
+def _narrowed(tokens: frozenset[Token], key: int | str) -> frozenset[Token]:
+    """Part `key` of an opaque value: `("at", token, key)` shares storage with `token`, never with
+    another part (the analysis' index and item tokens)."""
+    # A part of a part stays the first part: coarser, and the tokens of a loop (`x = x[0]`) stay finite.
+    return frozenset(t if type(t) is tuple and t[0] in ("*", "seq", "call", "at") else ("at", t, key) for t in tokens)
+
+
+def _has_starred(elements: list[ast.expr]) -> bool:
+    return any(type(e) is ast.Starred for e in elements)
+
+
+def _overlap(first: frozenset[Token], second: frozenset[Token]) -> bool:
+    if not first.isdisjoint(second):
+        return True
+    for one, other in ((first, second), (second, first)):
+        for token in one:
+            if type(token) is tuple and token[0] == "at" and token[1] in other:
+                return True  # a part shares storage with what it is part of
+            if type(token) is tuple and token[0] == "*":
+                prefix = token[1] + "."
+                for candidate in other:
+                    named = _named(candidate)
+                    if type(named) is str and ((named + ".").startswith(prefix) or prefix.startswith(named + ".")):
+                        return True
+    return False
+
+
+def _named(token: Token) -> object:
+    """The name a token is about: an owner's, a part's whole's, or its own."""
+    return token[1] if type(token) is tuple and token[0] in ("*", "at") else token
+
+
+def _owner(node: ast.expr) -> str | None:
+    """The dotted name a container entry belongs to: `report` for `report["k"]`, `d` for `d[a][b]`."""
+    while type(node) is ast.Subscript:
+        node = node.value
+    return _dotted(node)
+
+
+def _helper_call(node: ast.Call) -> tuple[str, bool] | None:
+    """(name, whether a method of `self`) of a call the analysis may summarise."""
+    func = node.func
+    if type(func) is ast.Name:
+        return func.id, False
+    if type(func) is ast.Attribute and _dotted(func.value) == "self":
+        return func.attr, True
+    return None
+
+
+def _may_have_effects(node: ast.Call, helpers: _Helpers | None, depth: int) -> bool:
+    """A method of `self`, or a function given arguments, that the analysis may summarise: it may
+    apply the summary's effects on `self.x` or on the arguments."""
+    helper = _helper_call(node)
+    if helper is None or not (helper[1] or node.args or node.keywords):
+        return False
+    return helpers is None or helpers.may_summarise(*helper, depth)
+
+
+def _called_may_give(helpers: _Helpers, span: str) -> Iterator[int]:
+    """For each name called in `span`, what the functions and methods of that name may return."""
+    for name in _CALLED.findall(span):
+        yield helpers.flags(name, False, 0) | helpers.flags(name, True, 0)
+
+
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+# Statements with no statements inside them (a `return` is a statement: only blocks hold one).
+_EXPRESSION_STATEMENTS = frozenset({ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert})
+
+
+def _own_returns(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.expr]:
+    """The returned values of a def's own body (not of the functions inside it)."""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Return:
+            if node.value is not None:
+                yield node.value
+        elif kind not in _SCOPES and kind not in _EXPRESSION_STATEMENTS:
+            for field in _BLOCK_FIELDS:
+                stack.extend(getattr(node, field, ()))
 
 
 # ---- the reduced text -------------------------------------------------------------------
