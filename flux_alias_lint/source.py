@@ -241,15 +241,22 @@ def parse(source: SourceFile) -> cst.Module:
 
 
 @contextlib.contextmanager
-def collections_paused() -> Iterator[None]:
+def collections_paused(freeze_survivors: bool = False) -> Iterator[None]:
     """No cyclic garbage collection while one file is checked. Its `ast` and libcst trees are
     hundreds of thousands of acyclic nodes, freed by reference counting once the file is done; the
     collector would walk the live, growing trees again and again (a third of a cold run). Between
-    files it runs as usual, over what survived."""
+    files it runs as usual, over what survived.
+
+    `freeze_survivors` (a worker process, which ends with the run): what survived the file (the
+    helpers and summaries kept for the next files) is looked at for cycles once, then set aside
+    for good: the collector would otherwise walk the growing caches again at every full collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            if freeze_survivors:
+                gc.collect(0)
+                gc.freeze()
             gc.enable()

@@ -52,7 +52,7 @@ from .aliasing import (
     method_alias_kind,
     torch_function_alias_kind,
 )
-from .evidence import Declared, declared_returns
+from .evidence import Declared, declared
 from .project import find_module
 
 # Triage on/off: tests switch it off to compare against the full analysis.
@@ -317,7 +317,9 @@ class _Helpers:
         # name -> defs: module-level functions, methods of module-level classes, defs nested in functions
         self._defs: tuple[dict[str, list[Def]], dict[str, list[Def]], dict[str, list[Def]]] | None = None
         self._imported: dict[str, tuple[str, int, str]] = {}
-        self._numbers: frozenset[str] = frozenset()  # `evidence.declared_returns` that are numbers and the like
+        self._annotations: dict[str, list[ast.expr]] = {}  # the return annotations of functions and methods
+        self._numbers: dict[str, bool] = {}  # `declares_number`, by name
+        self._paths: dict[tuple[str, bool, int], str | None] = {}  # `_imported_path`
         self._known: dict[tuple[str, bool, int], int] = {}
         self._passings: dict[tuple[str, bool, int], list[_Passing] | None] = {}
         self._summarised: dict[tuple[str, bool, int], bool] = {}
@@ -334,7 +336,7 @@ class _Helpers:
         if self._twin is None:
             self._twin = _Helpers(self._tree, self._imports, self._path, rough=True)
             self._twin._defs, self._twin._imported, self._twin._walks = self._read(), self._imported, self._walks
-            self._twin._numbers = self._numbers
+            self._twin._annotations, self._twin._numbers = self._annotations, self._numbers
         return self._twin
 
     def _read(self) -> tuple[dict[str, list[Def]], dict[str, list[Def]], dict[str, list[Def]]]:
@@ -349,6 +351,8 @@ class _Helpers:
                 for node in body:
                     inner = table
                     if isinstance(node, _FUNCTIONS):
+                        if node.returns is not None and table is not nested:
+                            self._annotations.setdefault(node.name, []).append(node.returns)
                         if self._kept and table is not nested and not summarisable(node):
                             continue  # never summarised, and the defs inside it are no one else's
                         table.setdefault(node.name, []).append(node)
@@ -369,22 +373,24 @@ class _Helpers:
                 if isinstance(node, ast.ImportFrom) and self._path and not (node.module or "").startswith("torch")
                 for alias in node.names
             }
-            self._numbers = frozenset(
-                n for n, kind in declared_returns(self._tree).items() if kind is Declared.IMMUTABLE
-            )
             if self._kept:
                 self._tree = None
         return self._defs
 
     def declares_number(self, name: str) -> bool:
-        """Whether a def of the file called `name` is annotated to return a number, string or the like."""
-        self._read()
-        return name in self._numbers
+        """Whether a function or method of the file called `name` is annotated to return a number, a
+        string or the like (`evidence.declared_returns` asks all of them to agree: some is enough here)."""
+        if name not in self._numbers:
+            self._read()
+            self._numbers[name] = any(
+                declared(ast.unparse(annotation)) is Declared.IMMUTABLE for annotation in self._annotations.get(name, ())
+            )
+        return self._numbers[name]
 
     def _candidates(self, name: str, method: bool, depth: int) -> list[tuple[Def, int]]:
         """The defs a call of `name` (`self.name` if `method`) from a flow at `depth` may be summarised
         from, each with the depth its own flow is at."""
-        functions, methods, nested = self._read()
+        functions, methods, nested = self._defs or self._read()
         found = [] if method else [(node, depth) for node in nested.get(name, ())]
         if depth < SUMMARY_DEPTH:
             found += [
@@ -393,10 +399,12 @@ class _Helpers:
         return found
 
     def _imported_path(self, name: str, method: bool, depth: int) -> str | None:
-        if method or depth >= SUMMARY_DEPTH or name not in self._imported:
-            return None
-        module, level, _ = self._imported[name]
-        return _project_module(self._path, module, level)
+        key = (name, method, depth)
+        if key not in self._paths:
+            self._read()
+            imported = None if method or depth >= SUMMARY_DEPTH else self._imported.get(name)
+            self._paths[key] = _project_module(self._path, *imported[:2]) if imported is not None else None
+        return self._paths[key]
 
     def may_summarise(self, name: str, method: bool, depth: int) -> bool:
         """Whether the analysis may summarise the call (decided without reading another module)."""
@@ -611,14 +619,16 @@ def _is_mutation(node: ast.AST) -> bool:
 
 
 # What a flow reads of its code: the statements that bind or update names, the returned values
-# (a lambda's body is one), and the calls of names or of `self`'s methods (maybe summarised).
-Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call]]
+# (a lambda's body is one), the calls of names or of `self`'s methods (maybe summarised), and
+# whether it has a display of 2 or 3 elements (what a returned name may be a report tuple through).
+Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call], bool]
 
 
 def _walk(tree: ast.AST) -> Walk:
     bindings: list[ast.AST] = []
     returns: list[ast.expr] = []
     calls: list[ast.Call] = []
+    display = False
     stack: list[ast.AST] = [tree]
     while stack:  # ast.walk, without its generator-per-node overhead, and not into leaves
         node = stack.pop()
@@ -627,6 +637,8 @@ def _walk(tree: ast.AST) -> Walk:
             bindings.append(node)
         elif kind is ast.Call and _helper_call(node) is not None:
             calls.append(node)
+        elif (kind is ast.Tuple or kind is ast.List) and not display:
+            display = len(node.elts) in (2, 3) and not _has_starred(node.elts)
         if kind is ast.Return and node.value is not None:
             returns.append(node.value)
         elif kind is ast.Lambda:
@@ -643,7 +655,7 @@ def _walk(tree: ast.AST) -> Walk:
     # The walk meets statements about in reverse: in source order, the fixpoints settle sooner.
     bindings.reverse()
     calls.reverse()
-    return bindings, returns, calls
+    return bindings, returns, calls, display
 
 
 class _Flow:
@@ -659,7 +671,7 @@ class _Flow:
     ) -> None:
         self.helpers = helpers
         self.depth = depth  # how many summaries the analysis has open while it runs this code
-        self.bindings, self.returns, calls = walk if walk is not None else _walk(tree)
+        self.bindings, self.returns, calls, self._has_display = walk if walk is not None else _walk(tree)
         # the calls the analysis may summarise: their effects on arguments
         self.calls = [call for call in calls if _may_have_effects(call, helpers, depth)]
         self._store: dict[str, frozenset[Token]] | None = None  # by dotted name, once `_settle_storage` ran
@@ -675,7 +687,10 @@ class _Flow:
             self.qualified.setdefault(local, set()).add(full)
 
     def may_find(self) -> bool:
-        if not self.returns:
+        # A returned name or call is a report tuple only through a display here or a helper's (given
+        # arguments): see `_shares_storage`. Without either, only displays returned as such can be.
+        opaque = self._has_display or any(call.args or call.keywords for call in self.calls)
+        if not any(opaque or type(value) in (ast.Tuple, ast.List) for value in self.returns):
             return False
         self._settle()
         return any(self._returnable(value) and self._shares_storage(value) for value in self.returns)
