@@ -126,7 +126,7 @@ def _run(
     chunksize = max(1, min(16, len(paths) // (workers * 16)))
     # fork: workers start in milliseconds and inherit the imported modules (elsewhere: the default).
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
-    with context.Pool(workers, initializer=_become_worker) as pool:
+    with context.Pool(workers) as pool:
         ready: dict[int, Checked] = {}
         position = 0
         for index, checked in pool.imap_unordered(
@@ -136,14 +136,6 @@ def _run(
             while position in ready:
                 yield ready.pop(position)
                 position += 1
-
-
-_IN_WORKER = False  # a pool's worker process: it ends with the run
-
-
-def _become_worker() -> None:
-    global _IN_WORKER
-    _IN_WORKER = True
 
 
 def _indexed(task: functools.partial[Checked], item: tuple[int, str]) -> tuple[int, Checked]:
@@ -160,6 +152,6 @@ def _check_one(
         data, st = read_regular(path, limits.max_bytes)
     except SourceError as exc:
         return unchecked(exc, selection), None, None
-    with collections_paused(freeze_survivors=_IN_WORKER):
+    with collections_paused(freeze_survivors=multiprocessing.parent_process() is not None):
         result = process_file(path, selection, mode, data, reaches, limits)
     return result, (stamp_of(st) if result.cacheable else None), digest_of(data)

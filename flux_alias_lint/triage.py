@@ -104,7 +104,7 @@ def reduce_source(text: str, reached: frozenset[int] = frozenset(), path: str = 
             return None
     lines = _source_lines(text)
     imports = module_imports(tree)
-    helpers = _Helpers(tree, imports, path)
+    helpers = _Helpers(_Defs(tree, imports), path)
     mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
     units = list(_units(tree.body))
     kept: list[tuple[int, int, int]] = []  # (first line, last line, column), 1-based lines
@@ -298,6 +298,173 @@ def summarisable(node: Def) -> bool:
     return not isinstance(node, ast.AsyncFunctionDef) and (node.end_lineno or node.lineno) - node.lineno < SUMMARY_LINES
 
 
+class _Defs:
+    """The defs of one module that flows may run, by name: module-level functions, methods of
+    module-level classes, defs nested in functions (any), and return annotations; with the module's
+    imports. Read from the module's tree, when first asked (most files never are)."""
+
+    def __init__(self, tree: ast.Module, imports: frozenset[tuple[str, str]] | None = None) -> None:
+        self._tree = tree
+        self.imports = module_imports(tree) if imports is None else imports
+        self._imported: dict[str, tuple[str, int, str]] | None = None
+        self._tables: tuple[dict[str, list[Def]], ...] | None = None
+        self._annotations: dict[str, list[ast.expr]] = {}
+
+    @property
+    def imported(self) -> dict[str, tuple[str, int, str]]:
+        """Local name -> (module, level, its name there), for `from <module> import <name> as <local>`."""
+        if self._imported is None:
+            self._imported = {
+                alias.asname or alias.name: (node.module or "", node.level, alias.name)
+                for node in self._tree.body
+                if isinstance(node, ast.ImportFrom) and not (node.module or "").startswith("torch")
+                for alias in node.names
+            }
+        return self._imported
+
+    def _read(self) -> tuple[dict[str, list[Def]], ...]:
+        if self._tables is None:
+            functions: dict[str, list[Def]] = {}
+            methods: dict[str, list[Def]] = {}
+            nested: dict[str, list[Def]] = {}
+            stack: list[tuple[list[ast.stmt], dict[str, list[Def]]]] = [(self._tree.body, functions)]
+            while stack:
+                body, table = stack.pop()
+                for node in body:
+                    inner = table
+                    if isinstance(node, _FUNCTIONS):
+                        table.setdefault(node.name, []).append(node)
+                        if node.returns is not None and table is not nested:
+                            self._annotations.setdefault(node.name, []).append(node.returns)
+                        inner = nested
+                    elif isinstance(node, ast.ClassDef):
+                        inner = methods if table is functions else nested
+                    elif table is methods:
+                        inner = nested  # the analysis reads a class's own statements only
+                    for field in _BLOCK_FIELDS:
+                        block = getattr(node, field, None)
+                        if isinstance(block, list):
+                            stack.append((block, inner))
+            self._tables = functions, methods, nested
+        return self._tables
+
+    def functions(self, name: str) -> list[Def]:
+        return self._read()[0].get(name, [])
+
+    def methods(self, name: str) -> list[Def]:
+        return self._read()[1].get(name, [])
+
+    def nested(self, name: str) -> list[Def]:
+        return self._read()[2].get(name, [])
+
+    def declares_number(self, name: str) -> bool:
+        """Whether a function or method called `name` is annotated to return a number, a string or
+        the like (`evidence.declared_returns` asks all of them to agree: some is enough here)."""
+        self._read()
+        return any(declared(ast.unparse(a)) is Declared.IMMUTABLE for a in self._annotations.get(name, ()))
+
+
+class _LazyDefs(_Defs):
+    """Another module's defs, read one function at a time from its text: only the module's imports
+    and the functions a flow asks for are parsed (a helper is at most `SUMMARY_LINES` long). Where
+    the text cannot be cut so (a def whose lines do not end where the next statement at column 0
+    begins, a method asked for), the whole module is parsed once."""
+
+    def __init__(self, text: str) -> None:  # the tables of `_Defs` are built only if the whole module is read
+        self._text = text
+        self._whole: _Defs | None = None
+        self._cut: dict[str, list[Def]] = {}
+        self._nested = {}
+        try:
+            tree = _quiet_parse("".join(match[0] for match in _IMPORT_STATEMENT.finditer(text)))
+        except _PARSE_ERRORS:
+            tree = self._parsed_whole_tree()
+        if self._whole is None:
+            self._imports_only = _Defs(tree)
+            self.imports = self._imports_only.imports
+
+    def _parsed_whole_tree(self) -> ast.Module:
+        tree = _quiet_parse(self._text)  # the caller catches what CPython rejects
+        self._whole = _Defs(tree)
+        self.imports = self._whole.imports
+        return tree
+
+    @property
+    def imported(self) -> dict[str, tuple[str, int, str]]:
+        return (self._whole or self._imports_only).imported
+
+    def _all(self) -> _Defs:
+        if self._whole is None:
+            self._parsed_whole_tree()
+        assert self._whole is not None
+        return self._whole
+
+    def functions(self, name: str) -> list[Def]:
+        if self._whole is not None:
+            return self._whole.functions(name)
+        if name not in self._cut:
+            found = []
+            for match in re.finditer(r"^def[ \t]+" + re.escape(name) + r"\b", self._text, re.M):
+                node = _def_at(self._text, match.start(), name)
+                if node is None:
+                    return self._all().functions(name)
+                found.append(node)
+                for inner in _own_defs(node):
+                    self._nested.setdefault(inner.name, []).append(inner)
+            self._cut[name] = found
+        return self._cut[name]
+
+    def methods(self, name: str) -> list[Def]:
+        return self._all().methods(name)
+
+    def nested(self, name: str) -> list[Def]:
+        return self._whole.nested(name) if self._whole is not None else self._nested.get(name, [])
+
+    def declares_number(self, name: str) -> bool:
+        if self._whole is not None:
+            return self._whole.declares_number(name)
+        return ("def " + name) in self._text and "->" in self._text  # some may: the flow lets it be a number
+
+
+# A statement at column 0 that imports: its lines (a parenthesised list may span several).
+_IMPORT_STATEMENT = re.compile(r"^(?:from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)|(?:from|import)[ \t][^\n]*)\n?", re.M)
+
+
+def _def_at(text: str, start: int, name: str) -> Def | None:
+    """The def starting at `start` (column 0), parsed alone: its lines run until the next line at
+    column 0 that is not blank, a comment, or a bracket closing its signature. None: that cut does
+    not parse to exactly this def (a string or bracket with lines at column 0 in it, a backslash)."""
+    header_end = text.find("\n", start)
+    following = _COLUMN_0_STATEMENT.search(text, header_end + 1) if header_end != -1 else None
+    try:
+        tree = _quiet_parse(text[start : following.start() if following else len(text)])
+    except _PARSE_ERRORS:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != name:
+        return None
+    return tree.body[0]
+
+
+_COLUMN_0_STATEMENT = re.compile(r"^[^\s#)\]}]", re.M)
+
+
+def _quiet_parse(text: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
+        return ast.parse(text)
+
+
+def _own_defs(function: Def) -> Iterator[Def]:
+    """The defs nested in a function, at any depth."""
+    stack: list[ast.stmt] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _FUNCTIONS):
+            yield node
+        for field in _BLOCK_FIELDS:
+            stack.extend(getattr(node, field, ()))
+
+
 class _Helpers:
     """What calling a function of the project may give, by the flow below over its own code: the
     analysis summarises these calls, so a helper that returns a container makes one, and one that
@@ -305,19 +472,10 @@ class _Helpers:
     from another module of the project (`from pkg.mod import f`); decided per name, when a unit
     calls it, at the depth of summaries the call is at."""
 
-    def __init__(
-        self, tree: ast.Module, imports: frozenset[tuple[str, str]], path: str, rough: bool = False, kept: bool = False
-    ) -> None:
-        self._tree: ast.Module | None = tree
-        # Another module's, kept for the run: only what its summarisable defs need of the tree stays.
-        self._kept = kept
-        self._imports = imports
+    def __init__(self, defs: _Defs, path: str, rough: bool = False) -> None:
+        self._defs = defs
         self._path = path
         self._rough = rough  # imported helpers may return anything: no other module is read
-        # name -> defs: module-level functions, methods of module-level classes, defs nested in functions
-        self._defs: tuple[dict[str, list[Def]], dict[str, list[Def]], dict[str, list[Def]]] | None = None
-        self._imported: dict[str, tuple[str, int, str]] = {}
-        self._annotations: dict[str, list[ast.expr]] = {}  # the return annotations of functions and methods
         self._numbers: dict[str, bool] = {}  # `declares_number`, by name
         self._paths: dict[tuple[str, bool, int], str | None] = {}  # `_imported_path`
         self._known: dict[tuple[str, bool, int], int] = {}
@@ -334,75 +492,30 @@ class _Helpers:
         if self._rough:
             return self
         if self._twin is None:
-            self._twin = _Helpers(self._tree, self._imports, self._path, rough=True)
-            self._twin._defs, self._twin._imported, self._twin._walks = self._read(), self._imported, self._walks
-            self._twin._annotations, self._twin._numbers = self._annotations, self._numbers
+            self._twin = _Helpers(self._defs, self._path, rough=True)
+            self._twin._walks, self._twin._numbers, self._twin._paths = self._walks, self._numbers, self._paths
         return self._twin
 
-    def _read(self) -> tuple[dict[str, list[Def]], dict[str, list[Def]], dict[str, list[Def]]]:
-        if self._defs is None:
-            functions: dict[str, list[Def]] = {}
-            methods: dict[str, list[Def]] = {}
-            nested: dict[str, list[Def]] = {}
-            assert self._tree is not None
-            stack: list[tuple[list[ast.stmt], dict[str, list[Def]]]] = [(self._tree.body, functions)]
-            while stack:
-                body, table = stack.pop()
-                for node in body:
-                    inner = table
-                    if isinstance(node, _FUNCTIONS):
-                        if node.returns is not None and table is not nested:
-                            self._annotations.setdefault(node.name, []).append(node.returns)
-                        if self._kept and table is not nested and not summarisable(node):
-                            continue  # never summarised, and the defs inside it are no one else's
-                        table.setdefault(node.name, []).append(node)
-                        inner = nested
-                    elif isinstance(node, ast.ClassDef):
-                        inner = methods if table is functions else nested
-                    elif table is methods:
-                        inner = nested  # the analysis reads a class's own statements only
-                    for field in _BLOCK_FIELDS:
-                        block = getattr(node, field, None)
-                        if isinstance(block, list):
-                            stack.append((block, inner))
-            self._defs = functions, methods, nested
-            # local name -> (module, level, its name there), for `from <module> import <name> as <local>`
-            self._imported = {
-                alias.asname or alias.name: (node.module or "", node.level, alias.name)
-                for node in self._tree.body
-                if isinstance(node, ast.ImportFrom) and self._path and not (node.module or "").startswith("torch")
-                for alias in node.names
-            }
-            if self._kept:
-                self._tree = None
-        return self._defs
-
     def declares_number(self, name: str) -> bool:
-        """Whether a function or method of the file called `name` is annotated to return a number, a
-        string or the like (`evidence.declared_returns` asks all of them to agree: some is enough here)."""
         if name not in self._numbers:
-            self._read()
-            self._numbers[name] = any(
-                declared(ast.unparse(annotation)) is Declared.IMMUTABLE for annotation in self._annotations.get(name, ())
-            )
+            self._numbers[name] = self._defs.declares_number(name)
         return self._numbers[name]
 
     def _candidates(self, name: str, method: bool, depth: int) -> list[tuple[Def, int]]:
         """The defs a call of `name` (`self.name` if `method`) from a flow at `depth` may be summarised
         from, each with the depth its own flow is at."""
-        functions, methods, nested = self._defs or self._read()
-        found = [] if method else [(node, depth) for node in nested.get(name, ())]
+        defs = self._defs
+        found = [] if method else [(node, depth) for node in defs.nested(name)]
         if depth < SUMMARY_DEPTH:
             found += [
-                (node, depth + 1) for node in (methods if method else functions).get(name, ()) if summarisable(node)
+                (node, depth + 1) for node in (defs.methods if method else defs.functions)(name) if summarisable(node)
             ]
         return found
 
     def _imported_path(self, name: str, method: bool, depth: int) -> str | None:
         key = (name, method, depth)
         if key not in self._paths:
-            self._read()
-            imported = None if method or depth >= SUMMARY_DEPTH else self._imported.get(name)
+            imported = None if method or depth >= SUMMARY_DEPTH or not self._path else self._defs.imported.get(name)
             self._paths[key] = _project_module(self._path, *imported[:2]) if imported is not None else None
         return self._paths[key]
 
@@ -419,7 +532,7 @@ class _Helpers:
         walk = self._walks.get(id(node))
         if walk is None:
             walk = self._walks[id(node)] = _walk(node)
-        return _Flow(node, self._imports, self, depth, walk)
+        return _Flow(node, self._defs.imports, self, depth, walk)
 
     def passing(self, name: str, method: bool, depth: int) -> list[_Passing] | None:
         """What each def the call may run does with its arguments (None: not known, so anything: an
@@ -432,7 +545,7 @@ class _Helpers:
             ]
             path = self._imported_path(*key)
             if path is not None:
-                imported = None if self._rough else _imported_passing(path, self._imported[name][2], depth)
+                imported = None if self._rough else _imported_passing(path, self._defs.imported[name][2], depth)
                 found = None if imported is None or found is None else found + imported
             self._passings[key] = found
         if self._passings[key] is None and self._rough and self._imported_path(*key) is not None:
@@ -462,7 +575,7 @@ class _Helpers:
             self.guessed = True
             flags |= ALL
         elif path is not None:
-            flags |= _imported_flags(path, self._imported[name][2], depth)
+            flags |= _imported_flags(path, self._defs.imported[name][2], depth)
         return flags
 
 
@@ -521,12 +634,9 @@ def _loaded(key: tuple[str, tuple[int, int]]) -> _Helpers | None:
         _LOADED.move_to_end(key)
         return _LOADED[key]
     try:
-        with open(key[0], "rb") as handle, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(handle.read())
-        helpers: _Helpers | None = _Helpers(tree, module_imports(tree), key[0], kept=True)
-        helpers._read()
-    except (OSError, *_PARSE_ERRORS):
+        with open(key[0], "rb") as handle:
+            helpers: _Helpers | None = _Helpers(_LazyDefs(handle.read().decode("utf-8")), key[0])
+    except (OSError, UnicodeDecodeError, *_PARSE_ERRORS):
         helpers = None
     _LOADED[key] = helpers
     if len(_LOADED) > _LOADED_KEPT:

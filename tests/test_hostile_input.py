@@ -41,7 +41,9 @@ BAD: dict[str, tuple[bytes | None, str]] = {
     "deep_unary.py": (b"x = " + b"-" * 100_000 + b"1\n", "too deeply nested"),
     # In a loss function: elsewhere the triage proves there is nothing to check and libcst never sees it.
     "deep_and.py": (
-        b"def loss_func(loss):\n    r = " + b" and ".join([b"a"] * 100_000) + b"\n    return loss, {'r': r, 'l': loss}\n",
+        b"def loss_func(loss):\n    r = "
+        + b" and ".join([b"a"] * 100_000)
+        + b"\n    return loss, {'r': r, 'l': loss}\n",
         "levels deep",
     ),
     "deep_elif.py": (b"if a:\n    pass\n" + b"elif a:\n    pass\n" * 100_000, "too deeply nested"),
