@@ -211,22 +211,21 @@ def _some_return_may_fit(body: list[ast.stmt]) -> bool:
     """`_Flow._returnable` by the shape of each `return` alone (nested functions' too; lambdas are
     the caller's to rule out): most units return a name or a call, which it cannot rule out, but a
     quarter return only arithmetic, comparisons, strings or None, and then the flow need not run."""
-    for node in body:
-        if isinstance(node, ast.Return) and node.value is not None:
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Return:
             value = node.value
-            if isinstance(value, (ast.Tuple, ast.List)):
+            if type(value) is ast.Tuple or type(value) is ast.List:
                 elements = value.elts
-                if (
-                    len(elements) in (2, 3)
-                    and not any(isinstance(e, ast.Starred) for e in elements)
-                    and isinstance(elements[-1], _MAY_BE_DICT)
-                ):
+                if len(elements) in (2, 3) and not _has_starred(elements) and isinstance(elements[-1], _MAY_BE_DICT):
                     return True
-            elif isinstance(value, _MAY_BE_SEQUENCE):
+            elif value is not None and isinstance(value, _MAY_BE_SEQUENCE):
                 return True
-        for field in _BLOCK_FIELDS:
-            if _some_return_may_fit(getattr(node, field, ())):
-                return True
+        elif kind not in _EXPRESSION_STATEMENTS:
+            for field in _BLOCK_FIELDS:
+                stack.extend(getattr(node, field, ()))
     return False
 
 
@@ -759,8 +758,10 @@ def _walk(tree: ast.AST) -> Walk:
         for name in fields:
             value = getattr(node, name, None)
             if type(value) is list:
-                stack.extend(item for item in value if isinstance(item, ast.AST) and type(item) not in _LEAVES)
-            elif isinstance(value, ast.AST) and type(value) not in _LEAVES:
+                for item in value:
+                    if type(item) not in _LEAVES and item is not None and type(item) is not str:
+                        stack.append(item)
+            elif value is not None and type(value) not in _LEAVES and isinstance(value, ast.AST):
                 stack.append(value)
     # The walk meets statements about in reverse: in source order, the fixpoints settle sooner.
     bindings.reverse()
