@@ -41,7 +41,17 @@ from pathlib import Path
 
 from . import __version__
 from .finding import Finding
-from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED, ProjectIndex, Reach, Step, project_roots, python_files
+from .project import (
+    IN_PLACE_CALLER,
+    MEGATRON,
+    UNREACHED,
+    Evidence,
+    ProjectIndex,
+    Reach,
+    Step,
+    project_roots,
+    python_files,
+)
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
@@ -282,29 +292,68 @@ def _write_markers(directory: Path) -> None:
 
 
 def project_reached(paths: Sequence[str], directory: Path | None) -> dict[str, dict[int, Reach]]:
-    """`ProjectIndex.for_paths(paths).reached_by_path()`, kept in `directory` while no Python file of
-    the projects changed (stamps of every file, the working directory the steps' paths are shown
-    from, and the tool build make the key), so a warm run stats the project instead of reading it.
+    """`ProjectIndex.for_paths(paths).reached_by_path()`, kept in `directory` file by file: each file
+    the gate let through, with its evidence and the stamps of the files it was resolved against.
+    A later run stats the project and re-derives only the files that changed or whose
+    dependencies did (a pre-commit run over a few edited files); a file added or removed, another
+    working directory (the steps' paths are shown from it) or another tool build rebuilds it all.
     Any other content of the file is rebuilt from scratch."""
     roots = project_roots(paths)
     files = {root: list(python_files(root)) for root in roots}
-    key = _index_key(files) if directory is not None else None
-    index_file = directory / "index.json" if directory is not None else None
-    if key is not None and index_file is not None:
-        cached = _load_reached(index_file, key)
-        if cached is not None:
-            return cached
-    with collections_paused():  # the gated files' trees are alive until the index is built
-        reached = ProjectIndex(roots, files).reached_by_path()
-    if key is not None and index_file is not None:
-        rows = [
-            [path, line, r.context, [dataclasses.astuple(s) for s in r.steps]]
-            for path, by_line in reached.items()
-            for line, r in by_line.items()
-        ]
+    if directory is None:
+        with collections_paused():
+            return ProjectIndex(roots, files).reached_by_path()
+    index_file = directory / "index.json"
+    key = f"{_build_fingerprint()} {os.getcwd()} {roots}"
+    stamps = {path: _trusted_stamp(path) for root in roots for path in files[root]}
+    old = _load_index(index_file, key)
+    order = [path for root in roots for path in files[root]]
+    if old is not None and set(old[0]) == set(stamps):
+        old_stamps, old_gated = old
+        redo = {p for p in order if stamps[p] is None or stamps[p] != old_stamps[p]}
+        redo |= {
+            g
+            for g, (deps, _) in old_gated.items()
+            if g not in redo and any(s is None or _trusted_stamp(d) != s for d, s in deps.items())
+        }
+        gated = {g: record for g, record in old_gated.items() if g not in redo}
+    else:
+        redo, gated = set(order), {}
+    if redo:
+        with collections_paused():
+            partial = ProjectIndex(roots, {root: [p for p in files[root] if p in redo] for root in roots})
+        for path, evidence in partial.evidence.items():
+            deps = {d: _trusted_stamp(d) for d in sorted(partial.depends_on[path])}
+            gated[path] = (deps, evidence)
         with contextlib.suppress(OSError):
-            _write(index_file, {"key": key, "reached": rows})
-    return reached
+            _write(index_file, _index_rows(key, stamps, gated))
+    return ProjectIndex.merged(gated[path][1] for path in order if path in gated).reached_by_path()
+
+
+def _trusted_stamp(path: str) -> Stamp | None:
+    """The file's stamp, or None when it was modified too recently to be trusted (or is gone)."""
+    try:
+        stamp = stamp_of(os.stat(path))
+    except OSError:
+        return None
+    return None if time.time_ns() - stamp[0] < _RACY_NS else stamp
+
+
+Gated = dict[str, tuple[dict[str, Stamp | None], Evidence]]
+
+
+def _index_rows(key: str, stamps: dict[str, Stamp | None], gated: Gated) -> dict[str, object]:
+    return {
+        "key": key,
+        "stamps": stamps,
+        "gated": {
+            path: [
+                [[d, s] for d, s in deps.items()],
+                [[p, line, r.context, [dataclasses.astuple(step) for step in r.steps]] for (p, line), r in evidence],
+            ]
+            for path, (deps, evidence) in gated.items()
+        },
+    }
 
 
 def _write(file: Path, data: object) -> None:
@@ -322,23 +371,9 @@ def _write(file: Path, data: object) -> None:
         raise
 
 
-def _index_key(files: dict[str, list[str]]) -> str | None:
-    """None while a file was modified too recently for its stamp to be trusted."""
-    h = hashlib.blake2b(f"{_build_fingerprint()} {os.getcwd()}".encode(), digest_size=16)
-    now = time.time_ns()
-    for root in sorted(files):
-        for path in files[root]:
-            try:
-                stamp = stamp_of(os.stat(path))
-            except OSError:
-                return None
-            if now - stamp[0] < _RACY_NS:
-                return None
-            h.update(f"{path}\0{stamp}\0".encode())
-    return h.hexdigest()
-
-
-def _load_reached(index_file: Path, key: str) -> dict[str, dict[int, Reach]] | None:
+def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Gated] | None:
+    """The stamps and gated files of a previous run with the same key; None: missing, unreadable,
+    for another key, or not ours."""
     try:
         header, _, body = read_regular(str(index_file), _MAX_CACHE_BYTES)[0].partition(b"\n")
         if header != _header(body):
@@ -346,14 +381,28 @@ def _load_reached(index_file: Path, key: str) -> dict[str, dict[int, Reach]] | N
         data = json.loads(body)
         if data["key"] != key:
             return None
-        reached: dict[str, dict[int, Reach]] = {}
-        for path, line, context, steps in data["reached"]:
-            if not (isinstance(path, str) and type(line) is int and context in (MEGATRON, IN_PLACE_CALLER)):
+        stamps = {path: _stamp(stamp) for path, stamp in data["stamps"].items()}
+        gated: Gated = {}
+        for path, (deps, rows) in data["gated"].items():
+            if path not in stamps:
                 return None
-            parsed = tuple(Step(*step) for step in steps)
-            if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
-                return None
-            reached.setdefault(path, {})[line] = Reach(context, parsed)
-        return reached
-    except (SourceError, OSError, ValueError, TypeError, KeyError, RecursionError):
+            evidence: Evidence = []
+            for target, line, context, steps in rows:
+                if not (isinstance(target, str) and type(line) is int and context in (MEGATRON, IN_PLACE_CALLER)):
+                    return None
+                parsed = tuple(Step(*step) for step in steps)
+                if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
+                    return None
+                evidence.append(((target, line), Reach(context, parsed)))
+            gated[path] = ({dep: _stamp(stamp) for dep, stamp in deps if isinstance(dep, str)}, evidence)
+        return stamps, gated
+    except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None  # missing, unreadable or not ours: rebuilt
+
+
+def _stamp(value: object) -> Stamp | None:
+    if value is None:
+        return None
+    if isinstance(value, list) and len(value) == 4 and all(_is_a(x, int) and x >= 0 for x in value):
+        return (value[0], value[1], value[2], value[3])
+    raise ValueError("not a stamp")

@@ -212,17 +212,39 @@ class _Module:
     classes: dict[str, ast.ClassDef]
 
 
+Evidence = list[tuple[Key, Reach]]  # what one file shows, in the order it is found
+
+
 class ProjectIndex:
-    """Contexts of the functions in one or more projects, by (real path, def line)."""
+    """Contexts of the functions in one or more projects, by (real path, def line).
+
+    Each file's evidence is also kept apart (`evidence`, for the files the gate let through), with
+    the other files read to resolve it (`depends_on`): a later run re-derives only the files whose
+    own text or whose dependencies changed (`cache.project_reached`), and `merged` puts the pieces
+    together exactly as one run over every file would."""
 
     def __init__(self, roots: Iterable[str], files: Mapping[str, Sequence[str]] | None = None) -> None:
         self.roots = sorted(set(roots))
         self._files = {root: list(files[root]) if files else list(python_files(root)) for root in self.roots}
         self._parsed: dict[str, _Module | None] = {}
         self.reached: dict[Key, Reach] = {}
+        self.evidence: dict[str, Evidence] = {}
+        self.depends_on: dict[str, set[str]] = {}
+        self._current: str | None = None  # the file whose evidence is being collected
         for root in self.roots:
             for path in self._files[root]:
+                self._current = path
                 self._collect(path)
+        self._current = None
+
+    @classmethod
+    def merged(cls, evidence: Iterable[Evidence]) -> ProjectIndex:
+        """The index whose files showed `evidence` (in the order one run would collect them)."""
+        index = cls([])
+        for found in evidence:
+            for (path, line), reach in found:
+                index._merge((path, line), reach)
+        return index
 
     @classmethod
     def for_paths(cls, paths: Iterable[str]) -> ProjectIndex:
@@ -254,6 +276,7 @@ class ProjectIndex:
         megatron, rescaling = _gates(data)
         if not (megatron or rescaling):
             return
+        self.evidence[path], self.depends_on[path] = [], set()
         module = self._module(path, data)
         if module is None:
             return
@@ -278,6 +301,8 @@ class ProjectIndex:
                             )
 
     def _module(self, path: str, data: bytes | None = None) -> _Module | None:
+        if self._current is not None and path != self._current:
+            self.depends_on[self._current].add(path)
         if path in self._parsed:
             return self._parsed[path]
         self._parsed[path] = None
@@ -406,6 +431,11 @@ class ProjectIndex:
 
     def _reach(self, path: str, function: ast.AST, reach: Reach) -> None:
         key = (path, function.lineno)
+        if self._current is not None:
+            self.evidence[self._current].append((key, reach))
+        self._merge(key, reach)
+
+    def _merge(self, key: Key, reach: Reach) -> None:
         old = self.reached.get(key)
         if old is None or (old.context != MEGATRON and reach.context == MEGATRON):
             self.reached[key] = reach

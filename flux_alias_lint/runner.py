@@ -12,12 +12,14 @@ import signal
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from .finding import Finding
 from .project import Reaches
 from .selection import UNCHECKED, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes
+from .triage import reduce_source
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -208,10 +210,15 @@ def process_file(
     try:
         original = read_bytes(path, limits.max_bytes) if data is None else data
         source = decode(original, path)
-        from . import lint  # noqa: F401  (imported outside the time limit: libcst takes ~0.3 s to load)
-
+        started = time.monotonic()
         try:
             with time_limit(limits.timeout):
+                if reaches is not None and reduce_source(source.text, frozenset(reaches), source.path) == []:
+                    return FileResult(path)  # no unit can have a finding: libcst is not even loaded
+            from . import lint  # noqa: F401  (imported outside the time limit: libcst takes ~0.3 s to load)
+
+            remaining = max(limits.timeout - (time.monotonic() - started), 0.001) if limits.timeout > 0 else 0
+            with time_limit(remaining):
                 protected = read_only(path) if mode is Mode.FIX else None
                 if protected:
                     result, _ = lint_source(source, selection, Mode.CHECK, reaches)

@@ -85,14 +85,30 @@ PIECE_LINES = 2_000
 
 
 def reduce_source(text: str, reached: frozenset[int] = frozenset(), path: str = "") -> list[Reduced] | None:
+    """See `_reduce_source`. The runner asks first (to skip libcst when nothing is kept), then the
+    analysis asks again: the answer is kept for that one second question."""
+    if not ENABLED:
+        return None
+    key = (text, reached, path)
+    if _LAST[0] == key:  # `text` is the same object both times: compared by identity first, cheaply
+        answer = _LAST[1]
+        _LAST[:] = [None, None]  # the trees in it are not kept alive past the file
+        return answer
+    answer = _reduce_source(text, reached, path)
+    _LAST[:] = [key, answer]
+    return answer
+
+
+_LAST: list = [None, None]
+
+
+def _reduce_source(text: str, reached: frozenset[int], path: str) -> list[Reduced] | None:
     """The units of `text` that may have a finding, in pieces of about `PIECE_LINES` lines, each
     with the module's imports. None: all of `text` must be analysed; []: none of it.
 
     `reached`: def lines of functions the project index knows a rescaling caller of; their units are
     kept whatever their returns look like (any report type is checked there). `path`: where the text
     is, to tell the project's own imports (their calls are summarised) from the others."""
-    if not ENABLED:
-        return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
         try:
