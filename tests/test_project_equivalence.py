@@ -1,0 +1,119 @@
+"""The fast paths change nothing on multi-file projects either: triage on or off, the results cache
+off, cold or warm, one job or two, and the project index rebuilt or re-derived file by file after an
+edit. Each fixture project (``fixtures/<CODE>/<case>/``) is checked as its own project."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import time
+
+import pytest
+from fixture_corpus import project_cases
+
+from flux_alias_lint import parallel, triage
+from flux_alias_lint.cli import main
+
+PROJECT_CASES = project_cases()
+AN_HOUR_AGO = 3600
+
+
+def _copy(folder: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
+    project = tmp_path / "project"
+    shutil.copytree(folder, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    _age(project)
+    return project
+
+
+def _age(project: pathlib.Path) -> None:
+    """Stamps old enough for the caches to trust them: only content tells a change."""
+    past = time.time() - AN_HOUR_AGO
+    for path in project.rglob("*.py"):
+        os.utime(path, (past, past))
+
+
+def _check(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
+    main(["check", *args, "--output-format", "json", "--exit-zero"])
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("case", PROJECT_CASES, ids=lambda case: case.id)
+def test_every_path_to_the_findings_agrees(case, tmp_path: pathlib.Path, capsys, monkeypatch) -> None:
+    project = _copy(case.folder, tmp_path)
+    cache = str(tmp_path / "cache")
+    monkeypatch.setattr(parallel, "_IN_PROCESS_BYTES", 0)  # two jobs really are two worker processes
+    reference = _check(capsys, str(project), "--no-cache", "--jobs", "1")
+    assert _check(capsys, str(project), "--no-cache", "--jobs", "2") == reference
+    assert _check(capsys, str(project), "--cache-dir", cache, "--jobs", "2") == reference  # cold
+    assert _check(capsys, str(project), "--cache-dir", cache, "--jobs", "1") == reference  # warm
+    monkeypatch.setattr(triage, "ENABLED", False)
+    assert _check(capsys, str(project), "--no-cache", "--jobs", "1") == reference
+    # Each file alone (a pre-commit run) gets what the whole project gives it.
+    for path in sorted(project.rglob("*.py")):
+        alone = _check(capsys, str(path), "--cache-dir", cache)
+        assert alone == [row for row in reference if row["path"] == str(path)], path.name
+
+
+HELPER = 'def make_report(loss):\n    return {"lm loss": loss.detach()}\n'
+LOSS = (
+    "import torch\nfrom reporting import make_report\n\n\n"
+    "def loss_func(output_tensor):\n    loss = torch.sum(output_tensor)\n    return loss, make_report(loss)\n"
+)
+LIST_LOSS = (
+    "import torch\n\n\ndef masked(mask, out):\n    loss = torch.sum(out * mask)\n    return loss, [loss.detach()]\n"
+)
+TRAIN = (
+    "import functools\n\nfrom losses import masked\n\n\n"
+    "def forward_step(data_iterator, model):\n    batch = next(data_iterator)\n"
+    '    return model(batch), functools.partial(masked, batch["mask"])\n'
+)
+
+
+def _edited(project: pathlib.Path, name: str, text: str) -> None:
+    """Only this file's stamp changes (its mtime is old enough to be trusted): the other files'
+    evidence and results are reused unless they depend on it."""
+    path = project / name
+    path.write_text(text)
+    past = time.time() - AN_HOUR_AGO
+    os.utime(path, (past, past))
+
+
+@pytest.mark.parametrize(
+    ("edit", "text"),
+    [
+        # The function Megatron reaches moves: the forward step's evidence names its new line.
+        ("losses.py", "import torch\n\n# moved down\n\n" + LIST_LOSS.split("\n\n\n", 1)[1]),
+        # The forward step no longer hands it over: its context goes.
+        ("train.py", TRAIN.replace('functools.partial(masked, batch["mask"])', "None")),
+        # A helper changes what it returns: the file that summarised it is checked again.
+        ("reporting.py", HELPER.replace("loss.detach()", "loss.detach().clone()")),
+        # A new file hands `loss_func` to Megatron.
+        (
+            "step.py",
+            "from loss import loss_func\n\n\ndef forward_step(data_iterator, model):\n    return 1, loss_func\n",
+        ),
+    ],
+    ids=["reached-function-moves", "hand-off-removed", "helper-fixed", "new-forward-step"],
+)
+def test_the_index_and_results_follow_an_edit(edit: str, text: str, tmp_path: pathlib.Path, capsys) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    for name, content in (("reporting.py", HELPER), ("loss.py", LOSS), ("losses.py", LIST_LOSS), ("train.py", TRAIN)):
+        (project / name).write_text(content)
+    _age(project)
+    cache = str(tmp_path / "cache")
+    before = _check(capsys, str(project), "--cache-dir", cache)
+    assert [(os.path.basename(r["path"]), r["context"]) for r in before] == [
+        ("loss.py", "unreached"),
+        ("losses.py", "megatron"),
+    ]
+    _edited(project, edit, text)
+    warm = _check(capsys, str(project), "--cache-dir", cache)
+    assert warm == _check(capsys, str(project), "--no-cache")
+    assert warm != before
+    for path in sorted(project.glob("*.py")):  # and one file at a time, from the same cache
+        assert _check(capsys, str(path), "--cache-dir", cache) == [r for r in warm if r["path"] == str(path)]
