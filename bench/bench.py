@@ -1,12 +1,15 @@
 """Cold and warm `flux-alias-lint check` against `ruff check --select ALL --no-cache`, side by side.
 
     python bench/bench.py                      # a synthetic training repository (tests/synthetic_corpus.py)
-    python bench/bench.py --tree /tmp/megatron-lm --runs 5
+    python bench/bench.py --tree /tmp/megatron-lm --tree /tmp/primus --tree /tmp/nemo --runs 3
     python bench/bench.py --scaling 1 2 4      # time growth with the size of the synthetic corpus
 
 Runs alternate between the tools so that load on the machine hits both alike; the table shows
 medians. Peak memory is the largest sum of RSS over the process tree (workers included), sampled
 from /proc every 20 ms; elsewhere it falls back to the largest single process.
+
+With a tree, a pre-commit-style run is timed too: in a copy of the tree whose results and project
+index are cached, `--changed` files (default 5, spread over the tree) are edited, then checked alone.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def _ruff(tree: Path) -> list[str]:
     return [ruff, "check", "--select", "ALL", "--no-cache", "--exit-zero", "--quiet", str(tree)]
 
 
-def compare(tree: Path, runs: int, jobs: int | None) -> dict[str, object]:
+def compare(tree: Path, runs: int, jobs: int | None, changed: int = 0) -> dict[str, object]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     job_args = ("--jobs", str(jobs)) if jobs else ()
     cache = Path(tempfile.mkdtemp(prefix="flux-bench-cache-"))
@@ -96,6 +99,8 @@ def compare(tree: Path, runs: int, jobs: int | None) -> dict[str, object]:
             rows["warm"].append((wall, peak))
             findings.add(out)
         assert len(findings) == 1, "findings differ between runs or between cold and warm"
+        if changed:
+            rows["pre-commit"] = _pre_commit(tree, changed, runs, env)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     files = sum(1 for _ in tree.rglob("*.py"))
@@ -105,7 +110,42 @@ def compare(tree: Path, runs: int, jobs: int | None) -> dict[str, object]:
     return {"files": files, "lines": lines, "findings": findings.pop().count("\n"), "wall": medians, "peak": peaks}
 
 
-def _table(title: str, result: dict[str, object]) -> str:
+def _pre_commit(tree: Path, changed: int, runs: int, env: dict[str, str]) -> list[tuple[float, int]]:
+    """`check` on `changed` just-edited files of a copy of `tree` (its own git root), whose results
+    and project index a whole-tree run cached."""
+    with tempfile.TemporaryDirectory(prefix="flux-bench-pre-commit-") as scratch:
+        copy = Path(scratch) / "tree"
+        shutil.copytree(tree, copy, ignore=shutil.ignore_patterns(".git", ".flux-alias-lint-cache"))
+        (copy / ".git").mkdir()  # the project root, as in a checkout
+        past = time.time() - 3600
+        for path in copy.rglob("*.py"):
+            os.utime(path, (past, past))
+        run = [sys.executable, "-m", "flux_alias_lint", "check", "--exit-zero", "--quiet"]
+        quiet = {"cwd": copy, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        subprocess.run([*run, "."], check=False, **quiet)  # the results and the index, as the last commit left them
+        candidates = sorted(str(p.relative_to(copy)) for p in copy.rglob("*.py") if p.stat().st_size)
+        step = max(1, len(candidates) // changed)
+        picked = candidates[step // 2 :: step][:changed]
+        timings = []
+        for edit in range(runs):
+            for name in picked:
+                with open(copy / name, "a") as handle:
+                    handle.write(f"# edit {edit}\n")
+            started = time.perf_counter()
+            subprocess.run([*run, *picked], check=False, **quiet)
+            timings.append((time.perf_counter() - started, 0))
+        return timings
+
+
+_LABELS = {
+    "ruff": "ruff --select ALL --no-cache",
+    "cold": "flux-alias-lint --no-cache",
+    "warm": "flux-alias-lint, warm cache",
+    "pre-commit": "flux-alias-lint, {changed} edited files (index cached)",
+}
+
+
+def _table(title: str, result: dict[str, object], changed: int = 0) -> str:
     wall, peak = result["wall"], result["peak"]
     assert isinstance(wall, dict) and isinstance(peak, dict)
     lines = [
@@ -113,22 +153,38 @@ def _table(title: str, result: dict[str, object]) -> str:
         "| run | median wall | vs ruff | peak RSS (tree) |",
         "| --- | ---: | ---: | ---: |",
     ]
-    for name, label in (
-        ("ruff", "ruff --select ALL --no-cache"),
-        ("cold", "flux-alias-lint --no-cache"),
-        ("warm", "flux-alias-lint, warm cache"),
-    ):
-        ratio = wall[name] / wall["ruff"]
-        lines.append(f"| {label} | {wall[name]:.2f} s | {ratio:.2f}x | {peak[name] / 2**20:.0f} MB |")
+    for name, label in _LABELS.items():
+        if name in wall:
+            ratio = wall[name] / wall["ruff"]
+            memory = f"{peak[name] / 2**20:.0f} MB" if peak[name] else "-"
+            lines.append(f"| {label.format(changed=changed)} | {wall[name]:.2f} s | {ratio:.2f}x | {memory} |")
+    return "\n".join(lines)
+
+
+def _side_by_side(results: dict[str, dict[str, object]], changed: int) -> str:
+    lines = [
+        "| tree | files | ruff | cold | cold vs ruff | warm | " + (f"{changed} edited files | " if changed else "")
+        + "peak RSS (cold) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | " + ("---: | " if changed else "") + "---: |",
+    ]  # fmt: skip
+    for name, result in results.items():
+        wall, peak = result["wall"], result["peak"]
+        assert isinstance(wall, dict) and isinstance(peak, dict)
+        pre_commit = f"{wall['pre-commit']:.2f} s | " if changed else ""
+        lines.append(
+            f"| {name} | {result['files']} | {wall['ruff']:.2f} s | {wall['cold']:.2f} s | "
+            f"{wall['cold'] / wall['ruff']:.2f}x | {wall['warm']:.2f} s | {pre_commit}{peak['cold'] / 2**20:.0f} MB |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tree", type=Path, help="a source tree to lint (default: a synthetic one)")
+    parser.add_argument("--tree", type=Path, action="append", help="a source tree to lint (repeat for several)")
     parser.add_argument("--files", type=int, default=300, help="synthetic corpus size at 1x (default 300)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, help="passed to flux-alias-lint (default: its own, all cores)")
+    parser.add_argument("--changed", type=int, default=5, help="files edited in the pre-commit run (0: none)")
     parser.add_argument("--scaling", type=int, nargs="*", default=[], help="synthetic sizes to time, e.g. 1 2 4")
     args = parser.parse_args(argv)
 
@@ -136,8 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{time.strftime('%Y-%m-%d')}, {platform.python_implementation()} {platform.python_version()}, "
           f"{os.cpu_count()} cores ({cpu})\n")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="flux-bench-") as scratch:
-        if args.tree is not None:
-            print(_table(str(args.tree), compare(args.tree, args.runs, args.jobs)), "\n")
+        if args.tree:
+            results = {tree.name: compare(tree, args.runs, args.jobs, args.changed) for tree in args.tree}
+            for tree in args.tree:
+                print(_table(str(tree), results[tree.name], args.changed), "\n")
+            print(_side_by_side(results, args.changed), "\n")
         else:
             tree = Path(scratch) / "synthetic"
             synthetic_corpus.generate(tree, files=args.files)
