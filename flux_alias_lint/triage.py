@@ -806,8 +806,15 @@ class _Flow:
         self._mutated: set[str] = set()  # names whose entries or attributes were written to
         self._displays: dict[int, ast.Tuple | ast.List] = {}  # the 2- and 3-element displays, by id
         self._known_storage: dict[int, frozenset[Token]] = {}  # this round's, by node id
+        self._store_seen: set[str] = set()  # the names this round read from `_store`, from `_wild`
+        self._wild_seen: set[str] = set()
+        self._read_whole_store = False
+        self._grew_after_read = False
         self._own: dict[int, list[ast.expr]] = {}  # `_own_returns` of the defs met, by id
         self.env: dict[str, int] = {}
+        self._settled = False
+        self._seen: set[str] = set()  # the names this round of `_settle` has read
+        self._stale = False  # a name changed after this round read it
         self.qualified: dict[str, set[str]] = {}
         self._qualified_names: dict[int, frozenset[str]] = {}
         for local, full in imports:
@@ -833,12 +840,18 @@ class _Flow:
         return flags
 
     def _settle(self) -> None:
-        while True:
-            before = dict(self.env)
+        """Rounds over the bindings until one changes no name it had read before the change: every
+        read of that round saw the final flags (most units settle in one round, not two)."""
+        while not self._settled:
+            self._seen.clear()
+            self._stale = False
             for node in self.bindings:
                 self._statement(node)
-            if self.env == before:
-                break
+            self._settled = not self._stale
+
+    def _get(self, name: str) -> int:
+        self._seen.add(name)
+        return self.env.get(name, 0)
 
     def _returnable(self, value: ast.expr) -> bool:
         """Can this be `(backprop, report)` or `(backprop, n, report)` with `report` a dict?"""
@@ -854,6 +867,7 @@ class _Flow:
         old = self.env.get(name, 0)
         if flags | old != old:
             self.env[name] = old | flags
+            self._stale = self._stale or name in self._seen
 
     def _statement(self, node: ast.AST) -> None:
         kind = type(node)
@@ -891,7 +905,7 @@ class _Flow:
                     self._join(arg.arg, M)
         elif kind is ast.Call:
             owner = _dotted(node.func.value)
-            if owner is not None and self.env.get(owner, 0) & (D | S):
+            if owner is not None and self._get(owner) & (D | S):
                 self._join(owner, _holding(self._arguments(node)))
 
     def _bind(self, target: ast.expr, flags: int) -> None:
@@ -902,7 +916,7 @@ class _Flow:
         elif isinstance(target, ast.Subscript):
             owner = _dotted(target.value)
             if owner is not None:
-                current = self.env.get(owner, 0)
+                current = self._get(owner)
                 if current & M:
                     self._join(owner, D | _holding(flags))
                 if current & (D | S):
@@ -938,13 +952,13 @@ class _Flow:
     def _eval(self, node: ast.expr) -> int:
         kind = type(node)
         if kind is ast.Name:
-            return self.env.get(node.id, 0) | (M if node.id in ("None", "True", "False") else 0)
+            return self._get(node.id) | (M if node.id in ("None", "True", "False") else 0)
         if kind is ast.Attribute:
             name = _dotted(node)
             if name is None:
                 return 0
             torch = any(q.startswith("torch.") for q in self._qualified(node))
-            return self.env.get(name, 0) | (M if torch else 0)
+            return self._get(name) | (M if torch else 0)
         if kind is ast.Constant or kind is ast.JoinedStr or kind is ast.Lambda:
             return M
         if kind is ast.Dict:
@@ -1058,21 +1072,25 @@ class _Flow:
             return
         self._settle()  # the container flags tell an opaque value, whose elements are disjoint, from a container
         self._store = {}
-        while True:
-            self._grew = False
+        while True:  # rounds until one grows nothing it had read before (as `_settle`)
+            self._grew_after_read = False
+            self._store_seen.clear()
+            self._wild_seen.clear()
+            self._read_whole_store = False
             self._known_storage.clear()
             for node in self.bindings:
                 self._store_statement(node)
             for call in self.calls:
                 self._storage(call)
-            if not self._grew:
+            if not self._grew_after_read:
                 return
 
     def _grow(self, table: dict[str, frozenset[Token]], name: str, tokens: frozenset[Token]) -> None:
         old = table.get(name, _NO_TOKENS)
         if not tokens <= old:
             table[name] = old | tokens
-            self._grew = True
+            seen = self._wild_seen if table is self._wild else self._store_seen
+            self._grew_after_read |= name in seen or (table is self._store and self._read_whole_store)
 
     def _store_statement(self, node: ast.AST) -> None:
         kind = type(node)
@@ -1124,10 +1142,12 @@ class _Flow:
 
     def _lookup(self, name: str) -> frozenset[Token]:
         assert self._store is not None
+        self._store_seen.add(name)
         found = self._store.get(name, _NO_TOKENS) | {name}
         head = name
-        while self._wild and "." in head:
+        while "." in head:
             head = head.rpartition(".")[0]
+            self._wild_seen.add(head)
             found |= self._wild.get(head, _NO_TOKENS)
         return found
 
@@ -1216,7 +1236,9 @@ class _Flow:
         # A function the analysis may summarise: its value may hold what it returns of its arguments
         # (and of their attributes, `self`'s too), and it may store its arguments into them
         # (`report[k] = v`, `self.x = v`). Each def of that name says which (`_Passing`).
-        found |= self._store.get(_dotted(func) or "", _NO_TOKENS)  # a nested def: what it returns
+        nested = _dotted(func) or ""
+        self._store_seen.add(nested)
+        found |= self._store.get(nested, _NO_TOKENS)  # a nested def: what it returns
         passings = self.helpers.passing(*helper, self.depth) if self.helpers is not None else None
         receiver_owner = owners[:1]  # ["self"] for a method of `self`
         bound = list(_bound_arguments(node, passings, bool(receiver_owner)))
@@ -1227,6 +1249,8 @@ class _Flow:
         for owner in readers:
             prefix = owner + "."
             found.add(("*", owner))
+            self._wild_seen.add(owner)
+            self._read_whole_store = True
             found |= self._wild.get(owner, _NO_TOKENS)
             for name, tokens in self._store.items():
                 if name.startswith(prefix):
