@@ -247,7 +247,7 @@ class _Settings:
         self._selections: dict[tuple[Config, tuple[str, ...]], Selection] = {}
 
     def selection(self, path: str) -> Selection:
-        config = self.config(Path(path))
+        config = self.config(path)
         key = (config, config.ignored_for(path))
         if key not in self._selections:
             layer = Layer(config.select, config.extend_select, config.ignore)
@@ -270,11 +270,11 @@ class _Settings:
         """Next to the pyproject.toml that configured the file, else the working directory, like ruff."""
         if self.args.cache_dir:
             return Path(self.args.cache_dir)
-        return (self.config(Path(path)).root or self.cwd) / CACHE_DIR_NAME
+        return (self.config(path).root or self.cwd) / CACHE_DIR_NAME
 
     def limits(self, path: str) -> Limits:
         """The time and size limits for `path`: the command line's, else its config's."""
-        config = self.config(Path(path))
+        config = self.config(path)
         timeout = config.file_timeout if self.args.timeout is None else self.args.timeout
         return Limits(timeout, config.max_file_size if self.args.max_file_size is None else self.args.max_file_size)
 

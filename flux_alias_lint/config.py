@@ -170,15 +170,22 @@ class Resolver:
         _load.cache_clear()  # a new run reads the files afresh: they may have changed since the last
         self._fixed = load_config(Path(explicit)) if explicit else None
         self._by_dir: dict[Path, Config] = {}
+        self._by_spelling: dict[str, Config] = {}
         if self._fixed is None:
             found = find_pyproject(cwd.resolve())
             self._fallback = load_config(found) if found else Config()
 
-    def __call__(self, path: Path) -> Config:
+    def __call__(self, path: Path | str) -> Config:
         """The settings for the file (or directory) `path`: those of the directory holding it."""
         if self._fixed is not None:
             return self._fixed
-        return self._directory(Path(os.path.abspath(path)).parent)
+        # By the directory as spelled (the working directory does not change during a run): asked
+        # several times for each of thousands of files, without a `Path` each time.
+        spelled = os.path.dirname(os.fspath(path).rstrip("/") or "/")
+        config = self._by_spelling.get(spelled)
+        if config is None:
+            config = self._by_spelling[spelled] = self._directory(Path(os.path.abspath(path)).parent)
+        return config
 
     def _directory(self, directory: Path) -> Config:
         config = self._by_dir.get(directory)

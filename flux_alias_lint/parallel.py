@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from .cache import Cache, Stamp, digest_of, reach_key, stamp_of
-from .project import Reaches
+from .project import Reaches, real_path
 from .runner import DEFAULT_LIMITS, FileResult, Limits, Mode, process_file, unchecked
 from .selection import Selection
 from .source import SourceError, collections_paused, read_regular
@@ -103,7 +103,7 @@ def _check_files(
 
 
 def _reach_key(reached: Mapping[str, Reaches] | None, path: str) -> str:
-    return reach_key(reached.get(os.path.realpath(path))) if reached else ""
+    return reach_key(reached.get(real_path(path))) if reached else ""
 
 
 def _run(
@@ -147,7 +147,7 @@ def _check_one(
 ) -> Checked:
     """Read once, a regular file only (the stat is taken as it is opened: a change after it only
     makes the stamp stale, never wrong)."""
-    reaches = reached.get(os.path.realpath(path), {}) if reached is not None else None
+    reaches = reached.get(real_path(path), {}) if reached is not None else None
     try:
         data, st = read_regular(path, limits.max_bytes)
     except SourceError as exc:

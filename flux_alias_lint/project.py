@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import os
 import re
 import warnings
@@ -129,27 +130,51 @@ def project_root(path: str) -> str:
     """The git work tree `path` is in, else the directory of its nearest `pyproject.toml`, else its own directory."""
     start = os.path.realpath(path)
     directory = start if os.path.isdir(start) else os.path.dirname(start)
-    found_pyproject = None
+    git, pyproject = _markers_above(directory)
+    return git or pyproject or directory
+
+
+def _markers_above(
+    directory: str, known: dict[str, tuple[str | None, str | None]] | None = None
+) -> tuple[str | None, str | None]:
+    """(the nearest directory at or above `directory` with a `.git`, the nearest with a
+    `pyproject.toml` when there is no `.git`); `known`: answers for directories already asked,
+    so that sibling directories look at their shared parents once."""
+    known = {} if known is None else known
+    chain: list[str] = []
     current = directory
-    while True:
+    while current not in known:
         if os.path.exists(os.path.join(current, ".git")):
-            return current
-        if found_pyproject is None and os.path.isfile(os.path.join(current, "pyproject.toml")):
-            found_pyproject = current
+            known[current] = (current, None)
+            break
         parent = os.path.dirname(current)
-        if parent == current:
-            return found_pyproject or directory
+        if parent == current:  # the filesystem's root
+            known[current] = (None, current if os.path.isfile(os.path.join(current, "pyproject.toml")) else None)
+            break
+        chain.append(current)
         current = parent
+    for below in reversed(chain):
+        git, pyproject = known[os.path.dirname(below)]
+        if git is None and os.path.isfile(os.path.join(below, "pyproject.toml")):
+            pyproject = below
+        known[below] = (git, pyproject)
+    return known[directory]
 
 
 def project_roots(paths: Iterable[str]) -> list[str]:
     """The projects the files `paths` belong to (`project_root`), each once."""
-    roots: dict[str, str] = {}
+    roots: set[str] = set()
+    seen: set[str] = set()
+    known: dict[str, tuple[str | None, str | None]] = {}
     for path in paths:
         directory = os.path.dirname(os.path.abspath(path))
-        if directory not in roots:
-            roots[directory] = project_root(path)
-    return sorted(set(roots.values()))
+        if directory not in seen:
+            seen.add(directory)
+            start = os.path.realpath(path)
+            real = start if os.path.isdir(start) else os.path.dirname(start)
+            git, pyproject = _markers_above(real, known)
+            roots.add(git or pyproject or real)
+    return sorted(roots)
 
 
 def python_files(root: str) -> Iterator[str]:
@@ -175,6 +200,20 @@ def python_files(root: str) -> Iterator[str]:
             except OSError:
                 continue
         stack.extend(reversed(subdirs))
+
+
+def real_path(path: str) -> str:
+    """`os.path.realpath`, with one lstat for the file instead of one per component of its path:
+    the directories are resolved once each (asked for every file of a run)."""
+    if os.path.islink(path):
+        return os.path.realpath(path)
+    directory, name = os.path.split(path)
+    return os.path.join(_real_directory(directory or os.curdir, os.getcwd()), name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_directory(directory: str, cwd: str) -> str:
+    return os.path.realpath(directory)
 
 
 def find_module(importer: str, dotted: str, level: int) -> str | None:
