@@ -257,6 +257,13 @@ class _Settings:
         return self._selections[key]
 
     def excluded(self, path: Path) -> bool:
+        return self._excluder(path)(path)
+
+    def excluded_in(self, directory: Path, name: str) -> bool:
+        """`excluded(directory / name)`, for the entries of a walk."""
+        return self._excluder(os.path.join(directory, name)).excluded_in(directory, name)
+
+    def _excluder(self, path: Path | str) -> Excluder:
         config = self.config(path)
         excluder = self._excluders.get(config)
         if excluder is None:
@@ -264,7 +271,7 @@ class _Settings:
             patterns = next(p for p in (args.exclude, config.exclude, DEFAULT_EXCLUDE) if p is not None)
             patterns = (*patterns, *config.extend_exclude, *args.extend_exclude)
             excluder = self._excluders[config] = Excluder(patterns, config.root or self.cwd)
-        return excluder(path)
+        return excluder
 
     def cache_dir(self, path: str) -> Path:
         """Next to the pyproject.toml that configured the file, else the working directory, like ruff."""
@@ -280,7 +287,7 @@ class _Settings:
 
     def files(self) -> tuple[list[str], list[str]]:
         gitignore = GitIgnore() if self.args.respect_gitignore else None
-        return discover(self.args.paths, self.excluded, self.args.force_exclude, gitignore)
+        return discover(self.args.paths, self.excluded, self.args.force_exclude, gitignore, self.excluded_in)
 
 
 def _mode(args: argparse.Namespace) -> Mode:

@@ -153,11 +153,18 @@ def _read(path: Path, base: Path) -> _PatternFile | None:
     return _PatternFile(base, patterns) if patterns else None
 
 
+def _prefix(directory: Path, base: Path) -> str:
+    """`directory` relative to `base`, as the start of an entry's relative path."""
+    relative = directory.relative_to(base).as_posix()
+    return "" if relative == "." else relative + "/"
+
+
 class GitIgnore:
     """`ignored(path, is_dir)` for paths under git work trees; pattern files are read once each."""
 
     def __init__(self) -> None:
         self._chains: dict[Path, tuple[_PatternFile, ...] | None] = {}
+        self._in: dict[Path, tuple[tuple[_PatternFile, str], ...]] = {}
 
     def _chain(self, directory: Path) -> tuple[_PatternFile, ...] | None:
         """The pattern files that apply in `directory`, lowest precedence first; None outside a work tree."""
@@ -177,6 +184,23 @@ class GitIgnore:
             chain = parent if parent is None or own is None else parent + (own,)
         self._chains[directory] = chain
         return chain
+
+    def ignored_in(self, directory: Path, name: str, is_dir: bool) -> bool:
+        """`ignored(directory / name, is_dir)`, with what depends only on the directory (its absolute
+        path, its pattern files, its path relative to each) worked out once for all its entries."""
+        known = self._in.get(directory)
+        if known is None:
+            absolute = directory.absolute()
+            chain = self._chain(absolute) or ()
+            known = self._in[directory] = tuple((f, _prefix(absolute, f.base)) for f in reversed(chain))
+        if not known or name == ".git":
+            return False
+        for pattern_file, prefix in known:
+            relative = prefix + name
+            for pattern in reversed(pattern_file.patterns):
+                if pattern.matches(relative, is_dir):
+                    return not pattern.negated
+        return False
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """Whether git ignores `path` itself (its parent directories are the caller's business)."""
