@@ -364,13 +364,13 @@ class _Defs:
         return self._tables
 
     def functions(self, name: str) -> list[Def]:
-        return self._read()[0].get(name, [])
+        return (self._tables or self._read())[0].get(name, [])
 
     def methods(self, name: str) -> list[Def]:
-        return self._read()[1].get(name, [])
+        return (self._tables or self._read())[1].get(name, [])
 
     def nested(self, name: str) -> list[Def]:
-        return self._read()[2].get(name, [])
+        return (self._tables or self._read())[2].get(name, [])
 
     def declares_number(self, name: str) -> bool:
         """Whether a function or method called `name` is annotated to return a number, a string or
@@ -389,6 +389,7 @@ class _LazyDefs(_Defs):
         self._text = text
         self._whole: _Defs | None = None
         self._cut: dict[str, list[Def]] = {}
+        self._starts: dict[str, list[int]] | None = None
         self._nested = {}
         try:
             tree = _quiet_parse("".join(match[0] for match in _IMPORT_STATEMENT.finditer(text)))
@@ -419,8 +420,12 @@ class _LazyDefs(_Defs):
             return self._whole.functions(name)
         if name not in self._cut:
             found = []
-            for match in re.finditer(r"^def[ \t]+" + re.escape(name) + r"\b", self._text, re.M):
-                node = _def_at(self._text, match.start(), name)
+            if self._starts is None:  # where each def at column 0 starts, by name: one scan of the text
+                self._starts = {}
+                for match in _DEF_AT_COLUMN_0.finditer(self._text):
+                    self._starts.setdefault(match[1], []).append(match.start())
+            for start in self._starts.get(name, ()):
+                node = _def_at(self._text, start, name)
                 if node is None:
                     return self._all().functions(name)
                 found.append(node)
@@ -461,6 +466,7 @@ def _def_at(text: str, start: int, name: str) -> Def | None:
 
 
 _COLUMN_0_STATEMENT = re.compile(r"^[^\s#)\]}]", re.M)
+_DEF_AT_COLUMN_0 = re.compile(r"^def[ \t]+(\w+)", re.M)
 
 
 def _quiet_parse(text: str) -> ast.Module:
@@ -509,6 +515,7 @@ class _Helpers:
         if self._twin is None:
             self._twin = _Helpers(self._defs, self._path, rough=True)
             self._twin._walks, self._twin._numbers, self._twin._paths = self._walks, self._numbers, self._paths
+            self._twin._summarised = self._summarised  # which calls are summarised does not depend on it
         return self._twin
 
     def declares_number(self, name: str) -> bool:
@@ -744,26 +751,33 @@ def _is_mutation(node: ast.AST) -> bool:
 
 
 # What a flow reads of its code: the statements that bind or update names, the returned values
-# (a lambda's body is one), the calls of names or of `self`'s methods (maybe summarised), and
-# whether it has a display of 2 or 3 elements (what a returned name may be a report tuple through).
-Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call], bool]
+# (a lambda's body is one), the calls of names or of `self`'s methods (maybe summarised), whether
+# it has a display of 2 or 3 elements (what a returned name may be a report tuple through), and
+# whether it makes a dict itself: a display or comprehension, a subscript store (on a number or
+# None: `_bind`), a call of a method named like a mapping constructor (`collections.OrderedDict`).
+Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call], bool, bool]
 
 
 def _walk(tree: ast.AST) -> Walk:
     bindings: list[ast.AST] = []
     returns: list[ast.expr] = []
     calls: list[ast.Call] = []
-    display = False
+    display = makes_dict = False
     stack: list[ast.AST] = [tree]
     while stack:  # ast.walk, without its generator-per-node overhead, and not into leaves
         node = stack.pop()
         kind = type(node)
         if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
             bindings.append(node)
-        elif kind is ast.Call and _helper_call(node) is not None:
-            calls.append(node)
+        elif kind is ast.Call:
+            if _helper_call(node) is not None:
+                calls.append(node)
+            elif type(node.func) is ast.Attribute and node.func.attr in _MAPPING_NAMES:
+                makes_dict = True
         elif (kind is ast.Tuple or kind is ast.List) and not display:
             display = len(node.elts) in (2, 3) and not _has_starred(node.elts)
+        elif kind is ast.Dict or kind is ast.DictComp or (kind is ast.Subscript and type(node.ctx) is ast.Store):
+            makes_dict = True
         if kind is ast.Return and node.value is not None:
             returns.append(node.value)
         elif kind is ast.Lambda:
@@ -782,7 +796,7 @@ def _walk(tree: ast.AST) -> Walk:
     # The walk meets statements about in reverse: in source order, the fixpoints settle sooner.
     bindings.reverse()
     calls.reverse()
-    return bindings, returns, calls, display
+    return bindings, returns, calls, display, makes_dict
 
 
 class _Flow:
@@ -798,7 +812,8 @@ class _Flow:
     ) -> None:
         self.helpers = helpers
         self.depth = depth  # how many summaries the analysis has open while it runs this code
-        self.bindings, self.returns, calls, self._has_display = walk if walk is not None else _walk(tree)
+        self.bindings, self.returns, calls, self._has_display, self._makes_dict = walk or _walk(tree)
+        self._named_calls = calls
         # the calls the analysis may summarise: their effects on arguments
         self.calls = [call for call in calls if _may_have_effects(call, helpers, depth)]
         self._store: dict[str, frozenset[Token]] | None = None  # by dotted name, once `_settle_storage` ran
@@ -826,8 +841,17 @@ class _Flow:
         opaque = self._has_display or any(call.args or call.keywords for call in self.calls)
         if not any(opaque or type(value) in (ast.Tuple, ast.List) for value in self.returns):
             return False
+        # No dict is made here, by a mapping constructor or by a helper: none can be returned.
+        if not (self._makes_dict or any(self._may_give_dict(call) for call in self._named_calls)):
+            return False
         self._settle()
         return any(self._returnable(value) and self._shares_storage(value) for value in self.returns)
+
+    def _may_give_dict(self, call: ast.Call) -> bool:
+        if any(_is_mapping(name) for name in self._qualified(call.func)):
+            return True
+        helper = _helper_call(call)
+        return self.helpers is None or (helper is not None and bool(self.helpers.flags(*helper, self.depth) & (D | H)))
 
     def return_flags(self) -> int:
         """What the function may return (its own returns; a lambda's body counts as one)."""
