@@ -16,6 +16,7 @@ import builtins
 import contextlib
 import functools
 import io
+import json
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import libcst  # noqa: E402
 
-from flux_alias_lint import analysis, cli, library, lint, triage  # noqa: E402
+from flux_alias_lint import analysis, cli, library, lint, runner, triage  # noqa: E402
 
 PHASES = ("discover", "index", "parse", "triage", "triage helpers", "libcst", "analysis", "summaries", "output")
 
@@ -59,6 +60,7 @@ def _instrumented() -> Iterator[None]:
         (cli, "project_reached", "index"),
         (ast, "parse", "parse"),
         (builtins, "compile", "parse"),
+        (runner, "reduce_source", "triage"),
         (lint, "reduce_source", "triage"),
         (triage, "_imported_flags", "triage helpers"),
         (libcst, "parse_module", "libcst"),
@@ -102,10 +104,17 @@ def profile(tree: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trees", nargs="+", type=Path)
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one tree, as JSON
     args = parser.parse_args()
+    if args.one:
+        print(json.dumps(profile(args.trees[0])))
+        return
     print(f"start-up, import of the command line: {_startup('import flux_alias_lint.cli'):.3f} s")
     print(f"start-up, import of libcst:           {_startup('import libcst') - _startup('pass'):.3f} s")
-    results = {tree.name: profile(tree) for tree in args.trees}
+    results = {}
+    for tree in args.trees:  # each in a fresh process: nothing left over from the last tree
+        run = subprocess.run([sys.executable, __file__, "--one", str(tree)], check=True, capture_output=True, text=True)
+        results[tree.name] = json.loads(run.stdout.splitlines()[-1])
     names = list(results)
     print()
     print("| phase (s) | " + " | ".join(names) + " |")
