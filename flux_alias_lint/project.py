@@ -53,15 +53,18 @@ _FORWARD_STEP_PARAMS = (("data_iterator", "data_iter", "dataloader_iter"), ("mod
 
 # A file can hold evidence only if it hands a function to a schedule (not merely passes its own
 # `forward_step_func` parameter on), calls `forward_step_calc_loss`, subclasses the loss reduction,
-# defines a forward-step signature, or unpacks a call into a name it then rescales in place.
-_MEGATRON_GATE = re.compile(
-    rb"forward_step_func\s*=\s*(?!forward_step_func\b)[\w(]"
-    rb"|(?<!def )\b(?:pretrain|forward_step_calc_loss|forward_step)\(\s*\w"
-    rb"|class \w+\([^)]*"
-    + _LOSS_REDUCTION.encode()
-    + rb"|def \w+\(\s*(?:self,\s*)?(?:data|dataloader)_iter(?:ator)?\s*(?::[^,]*)?,\s*model\b"
+# defines a forward-step signature, or unpacks a call into a name it then rescales in place. One
+# pattern per kind, each tried only where its word is in the file and found by a literal it starts
+# with (an alternation of them scans slowly: most of the index's time on NeMo).
+_MEGATRON_GATES = (
+    (b"forward_step_func", re.compile(rb"forward_step_func\s*=\s*(?!forward_step_func\b)[\w(]")),
+    (b"pretrain", re.compile(rb"\bpretrain\(\s*\w")),
+    (b"forward_step", re.compile(rb"\bforward_step(?:_calc_loss)?\(\s*\w")),
+    (_LOSS_REDUCTION.encode(), re.compile(rb"class \w+\([^)]*" + _LOSS_REDUCTION.encode())),
+    # `def f(data_iterator, model`: found from the parameter, its `def` checked on the line before it.
+    (b"_iter", re.compile(rb"(?<=[(,\s])(?:data|dataloader)_iter(?:ator)?\s*(?::[^,]*)?,\s*model\b")),
 )
-_MEGATRON_WORDS = (b"forward_step", b"pretrain", _LOSS_REDUCTION.encode(), b"data_iter", b"dataloader_iter")
+_SIGNATURE_START = re.compile(rb"def \w+\(\s*(?:self,\s*)?\Z")
 _RESCALES = (b"*=", b"/=", b".div_(", b".mul_(")
 
 
@@ -69,8 +72,17 @@ def _gates(data: bytes) -> tuple[set[int], set[int]]:
     """The lines that may hold Megatron evidence, and those that may rescale an unpacked result in
     place. Plain substring tests first: most files have none of the words."""
     megatron: set[int] = set()
-    if any(word in data for word in _MEGATRON_WORDS):
-        megatron = {_line_of(data, m.start()) for m in _MEGATRON_GATE.finditer(data)}
+    for word, pattern in _MEGATRON_GATES:
+        if word in data:
+            for match in pattern.finditer(data):
+                start = match.start()
+                if data[max(start - 4, 0) : start] == b"def ":
+                    continue  # a definition of `pretrain` or `forward_step` hands nothing over
+                if word == b"_iter":
+                    start = data.rfind(b"def ", 0, start)
+                    if start == -1 or not _SIGNATURE_START.match(data, start, match.start()):
+                        continue
+                megatron.add(_line_of(data, start))
     rescaling: set[int] = set()
     for name, at in _rescaled_names(data):
         if re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*,[^=\n]*=[ \t]*[\w.]+\(", data, re.M):
@@ -648,6 +660,18 @@ def _body_walk(function: ast.AST) -> Iterator[ast.AST]:
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        kind = type(node)
+        if kind in _SCOPES:
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        children = []
+        for field in kind._fields:  # `ast.iter_child_nodes`, without its generator per node
+            value = getattr(node, field, None)
+            if type(value) is list:
+                children.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                children.append(value)
+        children.reverse()
+        stack.extend(children)
+
+
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
