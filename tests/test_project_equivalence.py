@@ -12,6 +12,7 @@ import time
 
 import pytest
 from fixture_corpus import project_cases
+from test_project_runs import HELPER, LIST_LOSS, LOSS, TRAIN  # the two-module project of those tests
 
 from flux_alias_lint import parallel, triage
 from flux_alias_lint.cli import main
@@ -55,21 +56,6 @@ def test_every_path_to_the_findings_agrees(case, tmp_path: pathlib.Path, capsys,
     for path in sorted(project.rglob("*.py")):
         alone = _check(capsys, str(path), "--cache-dir", cache)
         assert alone == [row for row in reference if row["path"] == str(path)], path.name
-
-
-HELPER = 'def make_report(loss):\n    return {"lm loss": loss.detach()}\n'
-LOSS = (
-    "import torch\nfrom reporting import make_report\n\n\n"
-    "def loss_func(output_tensor):\n    loss = torch.sum(output_tensor)\n    return loss, make_report(loss)\n"
-)
-LIST_LOSS = (
-    "import torch\n\n\ndef masked(mask, out):\n    loss = torch.sum(out * mask)\n    return loss, [loss.detach()]\n"
-)
-TRAIN = (
-    "import functools\n\nfrom losses import masked\n\n\n"
-    "def forward_step(data_iterator, model):\n    batch = next(data_iterator)\n"
-    '    return model(batch), functools.partial(masked, batch["mask"])\n'
-)
 
 
 def _edited(project: pathlib.Path, name: str, text: str) -> None:
