@@ -400,7 +400,10 @@ class _LazyDefs(_Defs):
             self.imports = self._imports_only.imports
 
     def _parsed_whole_tree(self) -> ast.Module:
-        tree = _quiet_parse(self._text)  # the caller catches what CPython rejects
+        try:
+            tree = _quiet_parse(self._text)
+        except _PARSE_ERRORS:  # the analysis reads no function of a module CPython rejects: nor does this
+            tree = ast.Module(body=[], type_ignores=[])
         self._whole = _Defs(tree)
         self.imports = self._whole.imports
         return tree

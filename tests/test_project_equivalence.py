@@ -103,3 +103,22 @@ def test_the_index_and_results_follow_an_edit(edit: str, text: str, tmp_path: pa
     assert warm != before
     for path in sorted(project.glob("*.py")):  # and one file at a time, from the same cache
         assert _check(capsys, str(path), "--cache-dir", cache) == [r for r in warm if r["path"] == str(path)]
+
+
+def test_a_helper_module_cpython_rejects_is_no_helper(tmp_path: pathlib.Path, capsys, monkeypatch) -> None:
+    """Its function cannot be read alone (a string has a line at column 0), and the whole module does
+    not parse: like the analysis, the triage reads no function of it, and the importer is checked."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (project / "helpers.py").write_text(
+        'def make(loss):\n    s = """\nx"""\n    return {"l": loss.detach()}\n\n\ndef broken(:\n    pass\n'
+    )
+    (project / "loss.py").write_text(LOSS.replace("reporting", "helpers").replace("make_report", "make"))
+    main(["check", str(project), "--no-cache", "--output-format", "json", "--exit-zero"])
+    out, err = capsys.readouterr()
+    rows = json.loads(out)
+    assert [(os.path.basename(r["path"]), r["code"]) for r in rows] == [("helpers.py", "FAL000")]
+    assert err == ""  # loss.py was checked: no internal error
+    monkeypatch.setattr(triage, "ENABLED", False)
+    assert _check(capsys, str(project), "--no-cache") == rows
