@@ -16,9 +16,14 @@ Three filters, each an over-approximation of the analysis in `analysis.py`:
    subscript store, which the analysis turns into a dict when the owner held a number or None),
    or the name of a mapping constructor (`dict`, `OrderedDict`, `defaultdict`, an alias of one);
    and some `return` must have a shape that can fit (`_some_return_may_fit`).
-3. Per surviving unit, a flow-insensitive pass over its `ast` mirroring how the analysis builds
-   and moves containers (`_Flow`), asking whether some `return` (or lambda body) can be a 2- or
-   3-element sequence whose last element is a dict.
+3. Per surviving unit, a flow-insensitive pass over its `ast` mirroring the analysis (`_Flow`):
+   can some `return` (or lambda body) be a 2- or 3-element sequence whose last element is a dict
+   (containers), and can that report share storage with the first element at all (storage: the
+   alias tokens the analysis could give each value, joined per name, passed on by the operations
+   of the alias table in `aliasing.py`)? Calls of the project's functions follow the analysis'
+   own summary rules (`SUMMARY_DEPTH`, `SUMMARY_LINES`): what each def returns and which of its
+   arguments it passes on or writes into, another module's read one def at a time, and only once
+   the unit survives taking every imported helper to do anything.
 
 The units that survive and the module's imports are handed to libcst alone, each line with the
 number it has in the file, so columns are unchanged and lines map back. A unit nested in a class
@@ -29,7 +34,7 @@ kept like a unit (in a compound statement's header, it cannot be cut out: the fi
 Only CPython's verdict on a whole file is kept: what libcst alone would refuse (its parser's
 limits, nesting over 10,000 levels) is reported only where libcst has to read it.
 
-When `analysis.py` learns a new way to make or move a container, `_Flow` must learn it too:
+When `analysis.py` learns a new way to make, move or alias a value, `_Flow` must learn it too:
 `tests/test_performance_equivalence.py` compares triage against the full analysis on the fixtures
 and a generated corpus, and pins the analysis' expression handlers.
 """
