@@ -44,54 +44,44 @@ class Excluder:
         # One regex for all patterns and one resolve() per directory: per-pattern fnmatch and a
         # resolve() per file were most of a warm (cached) run on a large tree.
         self._match = re.compile("|".join(fnmatch.translate(p) for p in self.patterns)).match
-        self._resolved: dict[Path, Path] = {}
-        self._prefixes: dict[Path, str] = {}  # `excluded_in`: a directory's path relative to the root
+        self._prefixes: dict[Path, str] = {}  # a directory's path relative to the root, as a prefix
 
     def __call__(self, path: Path) -> bool:
-        if not self.patterns:
-            return False
-        name = path.name
-        try:
-            resolved = self._resolve(path)
-        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
-            resolved = Path(os.path.abspath(path))
-        try:
-            rel = resolved.relative_to(self.root).as_posix()
-        except ValueError:
-            rel = path.as_posix()
-        # No prefix test: the walk prunes excluded directories, and a directory named on the
-        # command line is walked even if a pattern would exclude it (see `discover`).
-        return bool(self._match(name) or self._match(rel))
+        if path.name in ("", ".", ".."):
+            return bool(self.patterns) and self._matches(path.name, path)
+        return self.excluded_in(path.parent, path.name)
 
     def excluded_in(self, directory: Path, name: str) -> bool:
-        """`self(directory / name)`, with the directory's path relative to the root worked out once
-        for all its entries (a symlink is still resolved on its own)."""
+        """Whether `directory / name` is excluded, with the directory's path relative to the root
+        worked out once for all its entries (a symlink is resolved on its own).
+
+        No prefix test: the walk prunes excluded directories, and a directory named on the command
+        line is walked even if a pattern would exclude it (see `discover`)."""
         if not self.patterns:
             return False
         if self._match(name):
             return True
         if os.path.islink(os.path.join(directory, name)):
-            return self(directory / name)
+            return self._matches(name, directory / name)
         prefix = self._prefixes.get(directory)
         if prefix is None:
-            try:
-                resolved = directory.resolve()
-            except (OSError, RuntimeError):
-                resolved = Path(os.path.abspath(directory))
-            try:
-                relative = resolved.relative_to(self.root).as_posix()
-            except ValueError:
-                relative = directory.as_posix()
-            prefix = self._prefixes[directory] = "" if relative == "." else relative + "/"
+            relative = self._relative(directory)
+            prefix = self._prefixes[directory] = "" if relative == "." else relative.rstrip("/") + "/"
         return bool(self._match(prefix + name))
 
-    def _resolve(self, path: Path) -> Path:
-        if path.name in ("", ".", "..") or path.is_symlink():
-            return path.resolve()
-        parent = self._resolved.get(path.parent)
-        if parent is None:
-            parent = self._resolved[path.parent] = path.parent.resolve()
-        return parent / path.name
+    def _matches(self, name: str, path: Path) -> bool:
+        return bool(self._match(name) or self._match(self._relative(path)))
+
+    def _relative(self, path: Path) -> str:
+        """`path` resolved, relative to the root (as written when it is elsewhere)."""
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            resolved = Path(os.path.abspath(path))
+        try:
+            return resolved.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.as_posix()
 
 
 def discover(

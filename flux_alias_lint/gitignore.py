@@ -186,8 +186,8 @@ class GitIgnore:
         return chain
 
     def ignored_in(self, directory: Path, name: str, is_dir: bool) -> bool:
-        """`ignored(directory / name, is_dir)`, with what depends only on the directory (its absolute
-        path, its pattern files, its path relative to each) worked out once for all its entries."""
+        """Whether git ignores `directory / name` itself, with what depends only on the directory (its
+        absolute path, its pattern files, its path relative to each) worked out once for all its entries."""
         known = self._in.get(directory)
         if known is None:
             absolute = directory.absolute()
@@ -205,15 +205,7 @@ class GitIgnore:
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """Whether git ignores `path` itself (its parent directories are the caller's business)."""
         path = path.absolute()
-        chain = self._chain(path.parent)
-        if not chain or path.name == ".git":
-            return False
-        for pattern_file in reversed(chain):
-            relative = path.relative_to(pattern_file.base).as_posix()
-            for pattern in reversed(pattern_file.patterns):
-                if pattern.matches(relative, is_dir):
-                    return not pattern.negated
-        return False
+        return self.ignored_in(path.parent, path.name, is_dir)
 
     def ignored_here_or_above(self, path: Path, is_dir: bool) -> bool:
         """Whether `path` or a directory it is in is ignored: for paths named on the command line."""

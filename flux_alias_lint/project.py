@@ -138,11 +138,12 @@ Key = tuple[str, int]  # (real path, line of the def or lambda)
 Reaches = Mapping[int, Reach]  # the reached functions of one file, by the line of their def or lambda
 
 
-def project_root(path: str) -> str:
-    """The git work tree `path` is in, else the directory of its nearest `pyproject.toml`, else its own directory."""
+def project_root(path: str, known: dict[str, tuple[str | None, str | None]] | None = None) -> str:
+    """The git work tree `path` is in, else the directory of its nearest `pyproject.toml`, else its
+    own directory. `known`: see `_markers_above`."""
     start = os.path.realpath(path)
     directory = start if os.path.isdir(start) else os.path.dirname(start)
-    git, pyproject = _markers_above(directory)
+    git, pyproject = _markers_above(directory, known)
     return git or pyproject or directory
 
 
@@ -175,18 +176,13 @@ def _markers_above(
 
 def project_roots(paths: Iterable[str]) -> list[str]:
     """The projects the files `paths` belong to (`project_root`), each once."""
-    roots: set[str] = set()
-    seen: set[str] = set()
+    roots: dict[str, str] = {}
     known: dict[str, tuple[str | None, str | None]] = {}
     for path in paths:
         directory = os.path.dirname(os.path.abspath(path))
-        if directory not in seen:
-            seen.add(directory)
-            start = os.path.realpath(path)
-            real = start if os.path.isdir(start) else os.path.dirname(start)
-            git, pyproject = _markers_above(real, known)
-            roots.add(git or pyproject or real)
-    return sorted(roots)
+        if directory not in roots:
+            roots[directory] = project_root(path, known)
+    return sorted(set(roots.values()))
 
 
 def python_files(root: str) -> Iterator[str]:
@@ -224,7 +220,7 @@ def real_path(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _real_directory(directory: str, cwd: str) -> str:
+def _real_directory(directory: str, cwd: str) -> str:  # `cwd`: a relative directory means another one there
     return os.path.realpath(directory)
 
 

@@ -575,7 +575,8 @@ class _Helpers:
             ]
             path = self._imported_path(*key)
             if path is not None:
-                imported = None if self._rough else _imported_passing(path, self._defs.imported[name][2], depth)
+                other = None if self._rough else _imported_helpers(path)
+                imported = other.passing(self._defs.imported[name][2], False, depth) if other is not None else None
                 found = None if imported is None or found is None else found + imported
             self._passings[key] = found
         if self._passings[key] is None and self._rough and self._imported_path(*key) is not None:
@@ -605,7 +606,8 @@ class _Helpers:
             self.guessed = True
             flags |= ALL
         elif path is not None:
-            flags |= _imported_flags(path, self._defs.imported[name][2], depth)
+            other = _imported_helpers(path)
+            flags |= other.flags(self._defs.imported[name][2], False, depth) if other is not None else 0
         return flags
 
 
@@ -620,52 +622,25 @@ def _project_module(path: str, module: str, level: int) -> str | None:
     return _PROJECT_MODULES[key]
 
 
-# What the helpers of the project's other modules return, as this process decided them: by path and
-# stamp. Each is parsed when first asked; its summarisable defs are kept (of the last `_LOADED_KEPT`).
-_IMPORTED_FLAGS: dict[tuple[str, tuple[int, int]], dict[tuple[str, int], int]] = {}
+# The helpers of the project's other modules, as this process read them, by path and stamp (each
+# remembers what it decided, name by name): the last `_LOADED_KEPT` modules.
 _LOADED: collections.OrderedDict[tuple[str, tuple[int, int]], _Helpers | None] = collections.OrderedDict()
 _LOADED_KEPT = 1024
 
 
-def _imported_flags(path: str, name: str, depth: int) -> int:
-    """`_Helpers.flags` of a call of `name`, a function of another module of the project."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return 0
-    key = (path, (st.st_mtime_ns, st.st_size))
-    decided = _IMPORTED_FLAGS.setdefault(key, {})
-    if (name, depth) not in decided:
-        decided[name, depth] = 0  # an import cycle finds nothing while this one is decided
-        helpers = _loaded(key)
-        decided[name, depth] = helpers.flags(name, False, depth) if helpers is not None else 0
-    return decided[name, depth]
-
-
-_IMPORTED_PASSING: dict[tuple[str, tuple[int, int], str, int], list[_Passing] | None] = {}
-
-
-def _imported_passing(path: str, name: str, depth: int) -> list[_Passing] | None:
-    """`_Helpers.passing` of a call of `name`, a function of another module of the project."""
+def _imported_helpers(path: str) -> _Helpers | None:
+    """Another module of the project, read lazily (`_LazyDefs`); None if it cannot be read."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    key = (path, (st.st_mtime_ns, st.st_size), name, depth)
-    if key not in _IMPORTED_PASSING:
-        _IMPORTED_PASSING[key] = None  # an import cycle passes anything on while this one is decided
-        helpers = _loaded(key[:2])
-        _IMPORTED_PASSING[key] = helpers.passing(name, False, depth) if helpers is not None else None
-    return _IMPORTED_PASSING[key]
-
-
-def _loaded(key: tuple[str, tuple[int, int]]) -> _Helpers | None:
+    key = (path, (st.st_mtime_ns, st.st_size))
     if key in _LOADED:
         _LOADED.move_to_end(key)
         return _LOADED[key]
     try:
-        with open(key[0], "rb") as handle:
-            helpers: _Helpers | None = _Helpers(_LazyDefs(handle.read().decode("utf-8")), key[0])
+        with open(path, "rb") as handle:
+            helpers: _Helpers | None = _Helpers(_LazyDefs(handle.read().decode("utf-8")), path)
     except (OSError, UnicodeDecodeError, *_PARSE_ERRORS):
         helpers = None
     _LOADED[key] = helpers
