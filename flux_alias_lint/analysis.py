@@ -46,6 +46,11 @@ from .triage import SUMMARY_DEPTH  # how deep library summaries nest (the triage
 Token = tuple
 Key = str | int | None  # a container key; None = unknown
 
+
+class Field(str):
+    """The key of a record's field (`report.lm`): a `str`, told apart only to be shown as an attribute."""
+
+
 # Beyond this many paths per function, branches are joined again: no statement is analysed more
 # than this many times over.
 _MAX_PATHS = 16
@@ -114,7 +119,7 @@ class Val:
     """What an expression may evaluate to."""
 
     aliases: frozenset[Alias] = frozenset()
-    container: str | None = None  # "dict" or "seq"
+    container: str | None = None  # "dict", "seq" or "record" (a dataclass or NamedTuple, by `Field`)
     items: tuple[tuple[Key, Val], ...] = ()
     immutable: bool = False  # provably a Python number/str/None: can never alias
     dtype: str | None = None
@@ -334,6 +339,8 @@ def render_path(path: Sequence[Key]) -> str:
     for key in path:
         if key is None:
             parts.append("[...]")
+        elif isinstance(key, Field):
+            parts.append("." + key)
         elif isinstance(key, str):
             parts.append('["' + key.replace("\\", "\\\\").replace('"', '\\"') + '"]')
         else:
@@ -556,6 +563,9 @@ class ModuleAnalysis:
         for path, leaf in _leaves(report):
             if not path and report.container:
                 continue  # a report container itself is never rescaled, only what it holds
+            # A record's fields are checked only where a rescaling caller is known (as any non-dict
+            # report is): the triage, which keeps such functions whole, need not follow records.
+            leaf_proof_needed = proof_needed or any(isinstance(key, Field) for key in path)
             for alias in leaf.aliases:
                 hits = [b for b in backprop.aliases if _overlap(alias, b)]
                 if not hits or alias.entry is None:
@@ -571,11 +581,11 @@ class ModuleAnalysis:
                     alias.detached,
                     alias.fixable,
                     self._functions[-1],
-                    proof_needed,
+                    leaf_proof_needed,
                 )
                 if old is not None:
                     code = max(old.code, finding.code)
-                    finding = dataclasses.replace(old, code=code, proof_needed=old.proof_needed and proof_needed)
+                    finding = dataclasses.replace(old, code=code, proof_needed=old.proof_needed and leaf_proof_needed)
                 self.findings[key] = finding
 
     def _may_be_tensor(self, val: Val) -> bool:
@@ -805,6 +815,11 @@ class ModuleAnalysis:
             env[target.value] = val
             return
         if isinstance(target, cst.Attribute):
+            owner = dotted_name(target.value)
+            current = env.get(owner) if owner is not None else None
+            if current is not None and current.container == "record":  # `report.lm = ...`
+                env[owner] = current.with_item(Field(target.attr.value), val)  # type: ignore[index]
+                return
             dotted = dotted_name(target)
             if dotted is not None:
                 for name in [n for n in env if n.startswith(dotted + ".")]:
@@ -858,6 +873,8 @@ class ModuleAnalysis:
         if val.container:
             if not val.items:
                 return Val()
+            if val.container == "record":
+                return Val()  # a NamedTuple's values, in an order this does not follow
             if val.container == "dict":
                 keys = [k for k, _ in val.items]
                 return IMMUTABLE if all(isinstance(k, str) for k in keys) else Val()
@@ -905,6 +922,8 @@ class ModuleAnalysis:
         if dotted is not None and dotted in env:
             return env[dotted].entered_at(node)
         base = self._eval(node.value, env)
+        if base.container == "record":
+            return base.item(Field(node.attr.value)).entered_at(node)
         kind = attribute_alias_kind(node.attr.value)
         if kind is not None and self.torch_module:  # `.data`, `.T` in a torch module: a tensor's
             self._tensor_tokens.update(a.token for a in base.aliases)
@@ -1069,6 +1088,9 @@ class ModuleAnalysis:
         summarised = self._call_summarised(func, node, env)
         if summarised is not None:
             return summarised
+        record = self._call_record(func, node, env)
+        if record is not None:
+            return record
         kind = self._declared_return(func, env)
         if isinstance(func, cst.Attribute) and kind is None:
             return self._call_method(func, node, env)
@@ -1080,6 +1102,28 @@ class ModuleAnalysis:
         # An unknown function (`runtime_of(node)`, a callable argument) is no evidence of a tensor, even in a
         # module that imports torch: only its annotation is. Methods are (`_call_method`).
         return self._fresh(node, tensor=kind is Declared.TENSOR)
+
+    def _call_record(self, func: cst.BaseExpression, node: cst.Call, env: Env) -> Val | None:
+        """`Report(lm=loss.detach(), n=n)`: a record of the file or of the project, holding what it is given."""
+        if not isinstance(func, cst.Name) or func.value in env or self.library is None:
+            return None
+        record = self.library.record(func.value)
+        if record is None:
+            return None
+        result = Val(container="record")
+        position: int | None = 0 if record.positional else None  # None: which field is not known
+        for arg in node.args:
+            val = self._eval(arg.value, env)
+            key: Key = None
+            if arg.keyword is not None:
+                key = Field(arg.keyword.value)
+            elif arg.star:  # `*values`, `**fields`: any field may get any of their entries
+                val = join_all([v for _, v in val.items]) if val.container else val
+                position = None
+            elif position is not None and position < len(record.fields):
+                key, position = Field(record.fields[position]), position + 1
+            result = result.with_item(key, val, strong=key is not None)
+        return result
 
     # ---- summaries: calls of the project's own functions ------------------------------
 
@@ -1176,6 +1220,10 @@ class ModuleAnalysis:
             if owner is None:
                 continue
             new = self._substitute(effect, bound, node, summary.node, env)
+            current = env.get(owner)
+            if rest and current is not None and current.container == "record" and "." not in rest:
+                env[owner] = current.with_item(Field(rest), new, strong=False)  # `report.lm = ...` in a helper
+                continue
             if rest:
                 env[f"{owner}.{rest}"] = new
                 continue

@@ -38,6 +38,15 @@ class Definition:
     library: Library  # the library of the file it is in, for the calls it makes
 
 
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A class whose instances only hold what they are given: a `@dataclass` or a `NamedTuple`
+    with no `__init__`/`__post_init__` of its own (either may copy what it is given)."""
+
+    fields: tuple[str, ...]  # in the order its constructor takes them by position
+    positional: bool  # False: a base class may add fields before these, positions are not known
+
+
 class Library:
     """The module-level functions and methods of one file, and the modules it imports."""
 
@@ -51,6 +60,7 @@ class Library:
         self._others: dict[str, Library | None] = {}
         self._module_imports: dict[str, str] = {}  # as `ModuleAnalysis._module_imports` reads them
         self._returns: dict[str, Declared] | None = None
+        self._records: dict[str, Record] = {}
         # The analysis' summaries of this file's functions, by id of their node (None: being computed).
         self.summaries: dict[int, object] = {}
 
@@ -81,6 +91,21 @@ class Library:
             self._parsed[name] = self._local(name) or self._imported(name)
         return self._parsed[name]
 
+    def record(self, name: str) -> Record | None:
+        """The record class `name` of this file, or one it imports (`from .reports import Report`)."""
+        self._definitions()
+        found = self._records.get(name)
+        if found is not None or self._imports is None or name not in self._imports or not self.path:
+            return found
+        dotted, level = self._imports[name]
+        module_name, _, class_name = dotted.rpartition(".")
+        other = self._module(module_name, level)
+        return other._records_of(class_name) if other is not None else None
+
+    def _records_of(self, name: str) -> Record | None:
+        self._definitions()
+        return self._records.get(name)  # one import deep, like the functions a summary may call
+
     def _definitions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
         if self._spans is None:
             self._spans, self._imports, self._returns = {}, {}, {}
@@ -101,6 +126,9 @@ class Library:
                     for inner in node.body:
                         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                             self._spans[f"{node.name}.{inner.name}"] = inner
+                    record = _record(node)
+                    if record is not None:
+                        self._records[node.name] = record
                 elif isinstance(node, ast.ImportFrom):
                     for alias in node.names:
                         if alias.name != "*":
@@ -164,6 +192,32 @@ class Library:
                     seen.add(other.path)
                     stack.append(other)
         return sorted(seen - {self.path})
+
+
+_DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
+_NAMED_TUPLE = frozenset({"NamedTuple", "typing.NamedTuple"})
+_CLASS_VARIABLES = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar")
+
+
+def _record(node: ast.ClassDef) -> Record | None:
+    decorators = {ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list}
+    bases = [ast.unparse(base) for base in node.bases]
+    named_tuple = bool(bases) and bases[0] in _NAMED_TUPLE
+    if not (decorators & _DATACLASS or named_tuple):
+        return None
+    fields = []
+    for inner in node.body:
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name in ("__init__", "__post_init__"):
+            return None
+        annotated = isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Name)
+        if annotated and not ast.unparse(inner.annotation).startswith(_CLASS_VARIABLES):
+            fields.append(inner.target.id)
+    # Inherited fields, `KW_ONLY` and `field(init=False)` or `field(kw_only=True)` move positions;
+    # keywords still name fields.
+    own_bases = bases[1:] if named_tuple else bases
+    code = ast.unparse(node)
+    positional = not own_bases and "KW_ONLY" not in code and "kw_only" not in code and "init=False" not in code
+    return Record(tuple(fields), positional)
 
 
 def _first_def(module: cst.Module) -> cst.FunctionDef | None:

@@ -60,7 +60,8 @@ Fix the file, or exclude it (`extend-exclude`). It is reported whatever `select`
 ## What it does
 Flags a loss-function return `(loss, report)` or `(loss, num_tokens, report)` whose
 report contains `loss.detach()`, `loss.detach_()`, `torch.detach(loss)` or `loss.data`,
-directly, through local variables, or nested in tuples, lists and dicts.
+directly, through local variables, or nested in tuples, lists and dicts (and, where Megatron
+is known to call the function, in the fields of a dataclass or `NamedTuple` report).
 
 ## Why is this bad?
 `.detach()` and `.data` make a new tensor object that shares storage with `loss`;

@@ -32,7 +32,7 @@ FIXTURES = ROOT / "fixtures"
 
 # A context other than "unreached" (see flux_alias_lint/project.py) ends the line.
 EXPECTED_LINE = re.compile(
-    r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-4]) (?P<path>report(\[.+\])*)"
+    r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-4]) (?P<path>report(?:\[.+\]|\.\w+)*)"
     r"(?: (?P<context>megatron|in-place-caller))?$"
 )
 NOQA = re.compile(r"#\s*noqa\b", re.IGNORECASE)

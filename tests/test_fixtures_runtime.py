@@ -55,9 +55,23 @@ def _snapshot(value):
         return value.detach().clone()
     if isinstance(value, dict):
         return {key: _snapshot(item) for key, item in value.items()}
+    if _fields(value):  # a dataclass or a NamedTuple report
+        return _record_with(value, {name: _snapshot(getattr(value, name)) for name in _fields(value)})
     if isinstance(value, (list, tuple)):
         return type(value)(_snapshot(item) for item in value)
     return copy.deepcopy(value)
+
+
+def _fields(value) -> tuple[str, ...]:
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return value._fields
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(field.name for field in dataclasses.fields(value))
+    return ()
+
+
+def _record_with(value, fields: dict):
+    return value._replace(**fields) if isinstance(value, tuple) else dataclasses.replace(value, **fields)
 
 
 def _key(key) -> str:
@@ -75,12 +89,14 @@ def _differences(before, after, path: str = "report") -> dict[str, str]:
             return {path: f"{before.tolist()} -> {after.tolist()}"}
         return {}
     if isinstance(before, dict) and isinstance(after, dict) and before.keys() == after.keys():
-        items = [(key, before[key], after[key]) for key in before]
+        items = [(_key(key), before[key], after[key]) for key in before]
+    elif _fields(before) and type(before) is type(after):
+        items = [(f".{name}", getattr(before, name), getattr(after, name)) for name in _fields(before)]
     elif isinstance(before, (list, tuple)) and type(before) is type(after) and len(before) == len(after):
-        items = list(zip(itertools.count(), before, after))
+        items = [(_key(index), b, a) for index, b, a in zip(itertools.count(), before, after)]
     else:
         return {} if before == after else {path: f"{before!r} -> {after!r}"}
-    return {p: d for key, b, a in items for p, d in _differences(b, a, path + _key(key)).items()}
+    return {p: d for step, b, a in items for p, d in _differences(b, a, path + step).items()}
 
 
 @dataclasses.dataclass

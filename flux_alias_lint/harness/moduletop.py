@@ -16,7 +16,9 @@ What runs, statement by statement (nothing else at the top level does):
   ``True`` or ``False`` is a setting its user may flip: branches on it are tried both ways.
 - ``def`` and ``class`` statements, with decorators, annotations and class keywords removed,
   defaults that are not constants replaced by ``None``, and class bodies filtered by these
-  same rules. Defining runs none of their code; a probe that calls them does.
+  same rules. Defining runs none of their code; a probe that calls them does. A class keeps a
+  ``@dataclass`` decorator (with constant arguments) and its annotated fields, their annotations
+  as strings, so a dataclass or ``NamedTuple`` report is built as the loss function builds it.
 """
 
 from __future__ import annotations
@@ -87,15 +89,36 @@ def _safe_statement(stmt: cst.BaseStatement) -> cst.BaseStatement | None:
     if isinstance(stmt, cst.ClassDef):
         if not all(constant(base.value) for base in stmt.bases):
             return None
-        body = [s for s in map(_safe_statement, stmt.body.body) if s is not None]
+        body = [s for s in map(_safe_class_statement, stmt.body.body) if s is not None]
         return stmt.with_changes(
-            decorators=[],
+            decorators=[d for d in stmt.decorators if _is_dataclass_decorator(d.decorator)],
             keywords=[],
             lpar=cst.MaybeSentinel.DEFAULT if not stmt.bases else stmt.lpar,
             rpar=cst.MaybeSentinel.DEFAULT if not stmt.bases else stmt.rpar,
             body=cst.IndentedBlock(body=body or [cst.SimpleStatementLine([cst.Pass()])]),
         )
     return None
+
+
+def _safe_class_statement(stmt: cst.BaseStatement) -> cst.BaseStatement | None:
+    """As `_safe_statement`, and a field `name: annotation [= constant]` with its annotation as a string."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.AnnAssign):
+        field = stmt.body[0]
+        if isinstance(field.target, cst.Name) and (field.value is None or constant(field.value)):
+            text = cst.Module([]).code_for_node(field.annotation.annotation)
+            annotation = cst.Annotation(cst.SimpleString(repr(text)))
+            return stmt.with_changes(body=[field.with_changes(annotation=annotation)])
+    return _safe_statement(stmt)
+
+
+_DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
+
+
+def _is_dataclass_decorator(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Call):
+        return _is_dataclass_decorator(node.func) and all(constant(a.value) for a in node.args)
+    code = cst.Module([]).code_for_node(node)
+    return code in _DATACLASS
 
 
 def _safe_small(small: cst.BaseSmallStatement) -> bool:

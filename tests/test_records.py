@@ -1,0 +1,172 @@
+"""Dataclass and NamedTuple reports: which fields the analysis follows, and where it stops.
+
+The runtime truth of the fixture projects (`fixtures/*/dataclass_*`, `named_tuple_report`) covers
+the shapes that move; these cases pin the edges: where a record is not followed, and where its
+fields need a rescaling caller to be findings.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import textwrap
+
+import pytest
+
+from flux_alias_lint.lint import check_text
+from flux_alias_lint.project import ProjectIndex
+from flux_alias_lint.source import decode
+
+HEAD = """\
+import dataclasses
+from typing import NamedTuple
+
+import torch
+
+
+@dataclasses.dataclass
+class Report:
+    lm: torch.Tensor
+    n: int = 0
+
+
+class Pair(NamedTuple):
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+@dataclasses.dataclass
+class Copying:
+    lm: torch.Tensor
+
+    def __init__(self, lm):
+        self.lm = lm.clone()
+
+
+def forward_step(data_iterator, model):
+    return model(next(data_iterator)), loss_func
+
+"""
+
+
+def _report_paths(tmp_path: pathlib.Path, body: str, files: dict[str, str] | None = None) -> list[str]:
+    for name, text in (files or {}).items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    path = tmp_path / "loss.py"
+    path.write_text(HEAD + textwrap.dedent(body))
+    reached = ProjectIndex([str(tmp_path)]).reached_by_path()
+    source = decode(path.read_bytes(), str(path))
+    found, _ = check_text(source, reaches=reached.get(os.path.realpath(path), {}))
+    return [f"{f.code} {f.report_path} {f.context}" for f in found]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                return loss, Report(loss.detach())
+            """,
+            ["FAL001 report.lm megatron"],
+            id="positional",
+        ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                report = Report(loss.clone())
+                report.lm = loss
+                return loss, report
+            """,
+            ["FAL002 report.lm megatron"],
+            id="field set afterwards",
+        ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                report = Report(loss.detach())
+                report.lm = loss.clone()
+                return loss, report
+            """,
+            [],
+            id="field replaced by a copy",
+        ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                report = Report(loss.detach())
+                return loss, Report(report.lm.clone())
+            """,
+            [],
+            id="field read and copied",
+        ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                parts = [loss.detach(), loss.clone()]
+                return loss, Pair(*parts)
+            """,
+            ["FAL001 report[...] megatron"],
+            id="starred arguments: any field",
+        ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                return loss, {"stats": Pair(loss.clone(), b=loss[0:1])}
+            """,
+            ['FAL003 report["stats"].b megatron'],
+            id="record in a dict",
+        ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                return loss, Copying(loss.detach())
+            """,
+            [],
+            id="own __init__ is not followed",
+        ),
+    ],
+)
+def test_record_fields_where_megatron_calls(tmp_path: pathlib.Path, body: str, expected: list[str]):
+    assert _report_paths(tmp_path, body) == expected
+
+
+def test_record_imported_under_another_name(tmp_path: pathlib.Path):
+    reports = """\
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class LossReport:
+        lm_loss: object
+    """
+    body = """\
+    from reports import LossReport as R
+
+
+    def loss_func(output_tensor):
+        loss = output_tensor.sum()
+        return loss, R(loss.detach())
+    """
+    assert _report_paths(tmp_path, body, {"reports.py": reports}) == ["FAL001 report.lm_loss megatron"]
+
+
+@pytest.mark.parametrize(
+    "returned",
+    ["Report(loss.detach())", '{"stats": Report(loss.detach())}'],
+    ids=["record report", "record in a dict report"],
+)
+def test_record_fields_need_a_rescaling_caller(tmp_path: pathlib.Path, returned: str):
+    body = f"""\
+    def unreached_loss(output_tensor):
+        loss = output_tensor.sum()
+        return loss, {returned}
+    """
+    assert _report_paths(tmp_path, body) == []
