@@ -50,6 +50,10 @@ _PRETRAIN_FORWARD_STEP = 3  # pretrain(datasets_provider, model_provider, model_
 _CALC_LOSS_POSITION = 2  # forward_step_calc_loss(model, output_tensor, loss_func, ...)
 _LOSS_REDUCTION = "MegatronLossReduction"
 _FORWARD_STEP_PARAMS = (("data_iterator", "data_iter", "dataloader_iter"), ("model",))
+# Where Megatron's schedule calls the loss function, in the layouts of megatron-core and of the
+# Megatron-LM releases before it: a project carrying its own copy of Megatron imports these.
+_SCHEDULE_MODULES = ("megatron.core.pipeline_parallel.schedules", "megatron.schedules")
+_SCHEDULE_LOSS_FUNC = "loss_func"  # the name the schedule gives what the forward step returns
 
 # A file can hold evidence only if it hands a function to a schedule (not merely passes its own
 # `forward_step_func` parameter on), calls `forward_step_calc_loss`, subclasses the loss reduction,
@@ -278,6 +282,7 @@ class ProjectIndex:
         self.evidence: dict[str, Evidence] = {}
         self.depends_on: dict[str, set[str]] = {}
         self._current: str | None = None  # the file whose evidence is being collected
+        self._copying: dict[str, bool] = {}  # `_schedule_copies`, by the schedule module's path
         for root in self.roots:
             for path in self._files[root]:
                 self._current = path
@@ -487,8 +492,30 @@ class ProjectIndex:
         if old is None or (old.context != MEGATRON and reach.context == MEGATRON):
             self.reached[key] = reach
 
+    def _schedule_copies(self, importer: _Module) -> bool:
+        """Whether the schedule `importer` runs is the project's own copy of Megatron's (a fork such as
+        Megatron-DeepSpeed), and that copy divides a copy of the loss (`output_tensor = loss /
+        num_microbatches`, megatron-core up to 0.6) instead of rescaling it in place: then handing a
+        function to it rescales nothing. A schedule outside the project is taken to be a current one."""
+        for dotted in _SCHEDULE_MODULES:
+            path = find_module(importer.path, dotted, 0)
+            schedule = self._module(path) if path is not None else None  # a dependency of the importer's evidence
+            if schedule is None:
+                continue
+            if path not in self._copying:
+                found = [
+                    r
+                    for _, f in _functions(schedule.tree)
+                    if (r := _rescaled_results(f, _SCHEDULE_LOSS_FUNC)) is not None
+                ]
+                self._copying[path] = bool(found) and not any(found)
+            return self._copying[path]
+        return False
+
     def _megatron_evidence(self, module: _Module, scope: list[ast.AST], function: ast.AST) -> None:
         """`function`: a def, or the module itself (`pretrain(...)` under `if __name__ == "__main__":`)."""
+        if self._schedule_copies(module):
+            return
         inner = scope + [function] if not isinstance(function, ast.Module) else scope
         if not isinstance(function, ast.Module) and _has_forward_step_signature(function):
             what = f"{function.name} has Megatron's forward-step signature (data_iterator, model, ...)"
@@ -597,6 +624,36 @@ def _argument(call: ast.Call, keyword: str, position: int | None) -> ast.expr | 
 def _calls_getter(call: ast.Call) -> bool:
     """`get_forward_backward_func()(...)`."""
     return isinstance(call.func, ast.Call) and _last_name(call.func.func) == "get_forward_backward_func"
+
+
+def _rescaled_results(function: ast.AST, callee: str) -> set[str] | None:
+    """The names holding what `function`'s calls of `callee` returned (directly, or unpacked from
+    it) that it then rescales in place (`x /= n`, `x *= k`, `x.div_(n)`, `x.mul_(k)`); None: it
+    never calls `callee`."""
+    nodes = list(_body_walk(function))
+    results: set[str] = set()
+    for _ in range(2):  # `outputs = loss_func(x)`, then `loss, report = outputs`
+        for stmt in nodes:
+            if not isinstance(stmt, ast.Assign):
+                continue
+            value = stmt.value
+            called = isinstance(value, ast.Call) and _last_name(value.func) == callee
+            if called or (isinstance(value, ast.Name) and value.id in results):
+                for target in stmt.targets:
+                    elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                    results.update(e.id for e in elements if isinstance(e, ast.Name))
+    if not results:
+        return None
+    rescaled = set()
+    for stmt in nodes:
+        target = None
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Mult, ast.Div)):
+            target = stmt.target
+        elif isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Attribute) and stmt.func.attr in ("div_", "mul_"):
+            target = stmt.func.value
+        if isinstance(target, ast.Name) and target.id in results:
+            rescaled.add(target.id)
+    return rescaled
 
 
 def _has_forward_step_signature(function: ast.AST) -> bool:

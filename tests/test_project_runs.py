@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -128,3 +129,44 @@ def test_the_cached_index_follows_the_project(tmp_path: pathlib.Path, capsys) ->
     assert _check(capsys, str(project), "--cache-dir", str(cache)) == expected
     (cache / "index.json").write_bytes(b"flux-alias-lint-cache 0\n{]")
     assert _check(capsys, str(project), "--cache-dir", str(cache)) == expected
+
+
+VENDORED = ROOT / "fixtures" / "FAL001" / "vendored_schedule_divides_a_copy"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "context"),
+    [
+        ("    output_tensor = loss / num_microbatches\n", "unreached"),  # megatron-core <= 0.6: a copy
+        ("    loss /= num_microbatches\n    output_tensor = loss\n", "megatron"),  # 0.7 on: in place
+        ("    output_tensor.div_(num_microbatches)\n", "megatron"),
+        (None, "megatron"),  # no copy of Megatron in the project: the installed, current one runs
+    ],
+    ids=["copy", "in place", "div_", "not vendored"],
+)
+def test_a_vendored_schedule_is_judged_by_its_own_rescale(
+    tmp_path: pathlib.Path, capsys, schedule: str | None, context: str
+) -> None:
+    project = tmp_path / "fork"
+    shutil.copytree(VENDORED, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'fork'\n")
+    path = project / "megatron" / "schedules.py"
+    if schedule is None:
+        path.unlink()
+    else:
+        text = path.read_text()
+        path.write_text(text.replace("    output_tensor = loss / num_microbatches\n", schedule))
+    assert _check(capsys, str(project), "--no-cache") == [("loss.py", 8, "FAL001", context)]
+
+
+def test_a_change_to_the_vendored_schedule_reaches_the_cached_index(tmp_path: pathlib.Path, capsys) -> None:
+    project = tmp_path / "fork"
+    shutil.copytree(VENDORED, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'fork'\n")
+    cache = str(tmp_path / "cache")
+    assert _check(capsys, str(project), "--cache-dir", cache) == [("loss.py", 8, "FAL001", "unreached")]
+    path = project / "megatron" / "schedules.py"
+    path.write_text(
+        path.read_text().replace("output_tensor = loss / num_microbatches", "loss *= 1.0 / num_microbatches")
+    )
+    assert _check(capsys, str(project), "--cache-dir", cache) == [("loss.py", 8, "FAL001", "megatron")]
