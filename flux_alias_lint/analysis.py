@@ -62,6 +62,8 @@ _WORK_PER_STATEMENT = 64  # statements analysed per statement of a function befo
 _MIN_WORK = 1_024
 _INDEXED = 32  # containers with more entries find keys through an index, not a scan
 
+_GRADLESS_DECORATORS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+
 _SEVERITY = {
     AliasKind.SAME: 0,
     AliasKind.DETACH: 1,
@@ -558,7 +560,7 @@ class ModuleAnalysis:
         # Without a dict report or evidence that the loss is a tensor, only a caller known to
         # rescale it (the project index's context, applied in lint.py) makes this a finding:
         # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
-        proof_needed = report.container != "dict" or not self._may_be_tensor(backprop)
+        proof_needed = report.container != "dict" or not self._may_be_tensor(backprop) or self._without_grad()
         backprop_src = self._backprop_source(node, backprop)
         for path, leaf in _leaves(report):
             if not path and report.container:
@@ -587,6 +589,20 @@ class ModuleAnalysis:
                     code = max(old.code, finding.code)
                     finding = dataclasses.replace(old, code=code, proof_needed=old.proof_needed and leaf_proof_needed)
                 self.findings[key] = finding
+
+    def _without_grad(self) -> bool:
+        """Whether the function returning runs under `@torch.no_grad()` or `@torch.inference_mode()`:
+        it has nothing to backpropagate (a sampler, an evaluation helper), so only a caller known to
+        rescale its first element in place (Megatron's evaluation does) makes its report a finding."""
+        function = self._functions[-1]
+        if isinstance(function, cst.Lambda):
+            return False
+        for decorator in function.decorators:
+            node = decorator.decorator
+            called = node.func if isinstance(node, cst.Call) else node
+            if self._qualified(called, {}) in _GRADLESS_DECORATORS:
+                return True
+        return False
 
     def _may_be_tensor(self, val: Val) -> bool:
         """Positive evidence that `val` can be a tensor (see `Val.tensor`), or that a torch operation took it."""

@@ -1,0 +1,63 @@
+"""A function under `@torch.no_grad()` or `@torch.inference_mode()` has nothing to backpropagate.
+
+Diffusion samplers return `(img, {"x_inter": [img, ...]})`: a real alias, but not a loss function,
+and nothing rescales `img`. Such a function's report is a finding only where a caller is known to
+rescale its first element in place: Megatron's evaluation runs loss functions without gradients too.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from flux_alias_lint.lint import check_text
+from flux_alias_lint.project import ProjectIndex
+from flux_alias_lint.source import decode
+
+SAMPLER = """\
+import torch
+{imports}
+
+
+{decorator}
+def sample(x_T):
+    img = torch.randn_like(x_T)
+    intermediates = {{"x_inter": [img]}}
+    return img, intermediates
+{hand_off}"""
+
+HAND_OFF = """
+
+def forward_step(data_iterator, model):
+    return model(next(data_iterator)), sample
+"""
+
+
+def _contexts(tmp_path: pathlib.Path, imports: str, decorator: str, hand_off: str = "") -> list[str]:
+    path = tmp_path / "sampler.py"
+    path.write_text(SAMPLER.format(imports=imports, decorator=decorator, hand_off=hand_off))
+    reached = ProjectIndex([str(tmp_path)]).reached_by_path()
+    found, _ = check_text(decode(path.read_bytes(), str(path)), reaches=reached.get(os.path.realpath(path), {}))
+    return [f"{f.code} {f.report_path} {f.context}" for f in found]
+
+
+@pytest.mark.parametrize(
+    ("imports", "decorator"),
+    [
+        ("", "@torch.no_grad()"),
+        ("", "@torch.inference_mode()"),
+        ("from torch import no_grad", "@no_grad()"),
+        ("import torch as th", "@th.no_grad()"),
+    ],
+)
+def test_a_gradless_function_needs_a_rescaling_caller(tmp_path: pathlib.Path, imports: str, decorator: str):
+    assert _contexts(tmp_path, imports, decorator) == []
+    assert _contexts(tmp_path, imports, decorator, HAND_OFF) == ['FAL002 report["x_inter"][0] megatron']
+
+
+def test_other_decorators_leave_the_unreached_rule_as_it_is(tmp_path: pathlib.Path):
+    assert _contexts(tmp_path, "import functools", "@functools.lru_cache()") == [
+        'FAL002 report["x_inter"][0] unreached'
+    ]
