@@ -46,6 +46,9 @@ _SCHEDULES = frozenset(
         "pretrain",
     }
 )
+# Megatron's own name for the schedule `get_forward_backward_func()` returns, wherever it is kept
+# (`self.forward_backward_func = get_forward_backward_func()` in another method).
+_SCHEDULE_NAME = "forward_backward_func"
 _PRETRAIN_FORWARD_STEP = 3  # pretrain(datasets_provider, model_provider, model_type, forward_step_func, ...)
 _CALC_LOSS_POSITION = 2  # forward_step_calc_loss(model, output_tensor, loss_func, ...)
 _LOSS_REDUCTION = "MegatronLossReduction"
@@ -266,6 +269,17 @@ class _Module:
 Evidence = list[tuple[Key, Reach]]  # what one file shows, in the order it is found
 
 
+@dataclasses.dataclass(frozen=True)
+class _Bound:
+    """The arguments a `functools.partial` at a hand-off gives a forward step's parameters, with
+    where the partial is (to resolve them there)."""
+
+    module: _Module
+    scope: list[ast.AST]  # the functions and classes around the partial, innermost last
+    call: ast.Call
+    arguments: dict[str, ast.expr]  # parameter name -> the argument bound to it
+
+
 class ProjectIndex:
     """Contexts of the functions in one or more projects, by (real path, def line).
 
@@ -283,6 +297,8 @@ class ProjectIndex:
         self.depends_on: dict[str, set[str]] = {}
         self._current: str | None = None  # the file whose evidence is being collected
         self._copying: dict[str, bool] = {}  # `_schedule_copies`, by the schedule module's path
+        self._project_files: dict[str, list[str]] = {}  # every file of a root, for `_callers` (files may be a part)
+        self._mentions: dict[tuple[str, str], list[str]] = {}  # `_mentioning`
         for root in self.roots:
             for path in self._files[root]:
                 self._current = path
@@ -412,9 +428,15 @@ class ProjectIndex:
         if isinstance(node, ast.Name):
             # A closure, or a name bound to a partial or lambda in an enclosing function or the module.
             for function in [*reversed(scope), module.tree]:
+                # Every def of the name there: each branch of an `if` may define its own.
+                defs = [
+                    (module, stmt)
+                    for stmt in _body_walk(function)
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == node.id
+                ]
+                if defs:
+                    return defs
                 for stmt in _body_walk(function):
-                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == node.id:
-                        return [(module, stmt)]
                     if (
                         isinstance(stmt, ast.Assign)
                         and isinstance(stmt.value, (ast.Lambda, ast.Call))
@@ -538,25 +560,108 @@ class ProjectIndex:
                 what = "passed as loss_func to forward_step_calc_loss, which rescales it in place"
                 for target_module, target in self._resolve(module, inner, handed) if handed else ():
                     self._reach(target_module.path, target, Reach(MEGATRON, (self._step(module, call, what),)))
-            elif name in _SCHEDULES or name in bound or _calls_getter(call):
+            elif name in _SCHEDULES or name in bound or name == _SCHEDULE_NAME or _calls_getter(call):
                 position = _PRETRAIN_FORWARD_STEP if name == "pretrain" else (0 if name == "forward_step" else None)
                 handed = _argument(call, "forward_step_func", position)
                 if handed is None:
                     continue
                 what = f"passed as forward_step_func to {name or 'get_forward_backward_func()'}, which rescales the loss in place"
+                partial = self._partial(module, inner, handed)
                 for target_module, target in self._resolve(module, inner, handed):
                     if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         scope_of_target = _scope_of(target_module, target)
-                        self._forward_step(target_module, scope_of_target, target, self._step(module, call, what))
+                        arguments = _Bound(module, inner, partial, _bindings(partial, target)) if partial else None
+                        why = self._step(module, call, what)
+                        self._forward_step(target_module, scope_of_target, target, why, arguments)
 
-    def _forward_step(self, module: _Module, scope: list[ast.AST], function: ast.AST, why: Step) -> None:
-        """A forward-step function: whatever it returns second is Megatron's loss_func."""
+    def _forward_step(
+        self, module: _Module, scope: list[ast.AST], function: ast.AST, why: Step, bound: _Bound | None = None
+    ) -> None:
+        """A forward-step function: whatever it returns second is Megatron's loss_func. `bound`: the
+        partial it was handed over as, whose arguments its parameters are (a loss function may be one)."""
         for stmt in _body_walk(function):
             if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 2:
                 handed = stmt.value.elts[1]
-                step = self._step(module, stmt, f"returned as the loss function by {function.name}")
+                steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), why)
                 for target_module, target in self._resolve(module, scope, handed):
-                    self._reach(target_module.path, target, Reach(MEGATRON, (step, why)))
+                    self._reach(target_module.path, target, Reach(MEGATRON, steps))
+                    if bound is not None and not isinstance(target, ast.Lambda):
+                        for call, parameter in _delegations(target, bound.arguments):
+                            what = f"called by {target.name}, which returns its (loss, report)"
+                            self._reach_argument(bound, parameter, (self._step(target_module, call, what), *steps))
+                parameter = _callee_name(handed)
+                if bound is not None and parameter in bound.arguments:  # `return output, partial(loss_fn, ...)`
+                    self._reach_argument(bound, parameter, steps)
+
+    def _partial(self, module: _Module, scope: list[ast.AST], node: ast.expr) -> ast.Call | None:
+        """`functools.partial(...)` as handed over: the call itself, or the one a local name is bound to."""
+        if isinstance(node, ast.Name):
+            for function in reversed(scope):
+                for stmt in _body_walk(function):
+                    if isinstance(stmt, ast.Assign) and any(
+                        isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets
+                    ):
+                        node = stmt.value
+                        break
+                else:
+                    continue
+                break
+        is_partial = isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args
+        return node if is_partial else None
+
+    def _reach_argument(self, bound: _Bound, parameter: str, steps: tuple[Step, ...]) -> None:
+        """What the hand-off's partial binds to `parameter` is a loss function Megatron calls: the
+        functions it names, or, if it is a parameter of the function making the partial, what that
+        function's callers pass for it."""
+        argument = bound.arguments[parameter]
+        steps = (self._step(bound.module, bound.call, f"bound to {parameter} by partial"), *steps)
+        for target_module, target in self._resolve(bound.module, bound.scope, argument):
+            self._reach(target_module.path, target, Reach(MEGATRON, steps))
+        maker = bound.scope[-1] if bound.scope else None
+        passed_in = isinstance(maker, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(argument, ast.Name)
+        if passed_in and argument.id in _parameters(maker):
+            self._callers(bound.module, bound.scope, argument.id, steps)
+
+    def _callers(self, module: _Module, scope: list[ast.AST], parameter: str, steps: tuple[Step, ...]) -> None:
+        """The calls of `scope[-1]` anywhere in the project (by its name: a method's receiver is not
+        known), and the functions each passes as `parameter`. Every file is read for them, so each is
+        a dependency of this evidence."""
+        function = scope[-1]
+        assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
+        params = _parameters(function)[1 if method else 0 :]
+        position = params.index(parameter) if parameter in params else None
+        for path in self._mentioning(module.path, f"{function.name}("):
+            caller = self._module(path)
+            if caller is None:
+                continue
+            for caller_scope, node in [*_functions(caller.tree), ([], caller.tree)]:
+                inner = caller_scope + [node] if not isinstance(node, ast.Module) else caller_scope
+                for call in _body_walk(node):
+                    if not (isinstance(call, ast.Call) and _last_name(call.func) == function.name):
+                        continue
+                    if method and not isinstance(call.func, ast.Attribute):
+                        continue
+                    passed = _argument(call, parameter, position)
+                    if passed is None:
+                        continue
+                    step = self._step(caller, call, f"passed as {parameter} to {function.name}")
+                    for target_module, target in self._resolve(caller, inner, passed):
+                        self._reach(target_module.path, target, Reach(MEGATRON, (step, *steps)))
+
+    def _mentioning(self, path: str, word: str) -> list[str]:
+        """The files of `path`'s project whose text holds `word`. All of them were read, so each is a
+        dependency of the evidence being collected."""
+        root = next((r for r in self.roots if path == r or path.startswith(r + os.sep)), None) or project_root(path)
+        if root not in self._project_files:
+            self._project_files[root] = list(python_files(root))
+        files = self._project_files[root]
+        if self._current is not None:
+            self.depends_on[self._current].update(f for f in files if f != self._current)
+        key = (root, word)
+        if key not in self._mentions:
+            self._mentions[key] = [f for f in files if word.encode() in _text_of(f)]
+        return self._mentions[key]
 
     def _in_place_evidence(self, module: _Module, scope: list[ast.AST], function: ast.AST) -> None:
         unpacked: list[tuple[ast.Assign, str]] = []
@@ -624,6 +729,66 @@ def _argument(call: ast.Call, keyword: str, position: int | None) -> ast.expr | 
 def _calls_getter(call: ast.Call) -> bool:
     """`get_forward_backward_func()(...)`."""
     return isinstance(call.func, ast.Call) and _last_name(call.func.func) == "get_forward_backward_func"
+
+
+def _text_of(path: str) -> bytes:
+    try:
+        return read_bytes(path)
+    except SourceError:
+        return b""
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = function.args
+    return [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+
+
+def _bindings(partial: ast.Call, function: ast.AST) -> dict[str, ast.expr]:
+    """The parameters of `function` that `partial(function_expr, *args, **keywords)` binds, to their
+    arguments (a method named through `self.` or `cls.` is bound: its first parameter is not given)."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    params = _parameters(function)
+    head = partial.args[0]
+    if isinstance(head, ast.Attribute) and params and params[0] in ("self", "cls"):
+        params = params[1:]
+    bound: dict[str, ast.expr] = {}
+    for name, value in zip(params, partial.args[1:], strict=False):
+        if isinstance(value, ast.Starred):
+            break
+        bound[name] = value
+    bound.update((k.arg, k.value) for k in partial.keywords if k.arg is not None and k.arg in params)
+    return bound
+
+
+def _callee_name(node: ast.expr) -> str | None:
+    """`name` for `name` or `partial(name, ...)`: a callable handed over as it is."""
+    if isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args:
+        node = node.args[0]
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _delegations(function: ast.AST, parameters: Mapping[str, ast.expr]) -> Iterator[tuple[ast.Call, str]]:
+    """The calls in `function` of one of `parameters` (an enclosing function's) whose `(loss, report)`
+    it returns: `return loss_fn(x)`, or `loss, report = loss_fn(x)` and then `return loss, report`."""
+    nodes = list(_body_walk(function))
+    returned = {
+        stmt.value.elts[0].id
+        for stmt in nodes
+        if isinstance(stmt, ast.Return)
+        and isinstance(stmt.value, ast.Tuple)
+        and stmt.value.elts
+        and isinstance(stmt.value.elts[0], ast.Name)
+    }
+    for stmt in nodes:
+        value = stmt.value if isinstance(stmt, (ast.Return, ast.Assign)) else None
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in parameters):
+            continue
+        if isinstance(stmt, ast.Return) or any(
+            isinstance(t, ast.Tuple) and t.elts and isinstance(t.elts[0], ast.Name) and t.elts[0].id in returned
+            for t in stmt.targets
+        ):
+            yield value, value.func.id
 
 
 def _rescaled_results(function: ast.AST, callee: str) -> set[str] | None:

@@ -170,3 +170,53 @@ def test_a_change_to_the_vendored_schedule_reaches_the_cached_index(tmp_path: pa
         path.read_text().replace("output_tensor = loss / num_microbatches", "loss *= 1.0 / num_microbatches")
     )
     assert _check(capsys, str(project), "--cache-dir", cache) == [("loss.py", 8, "FAL001", "megatron")]
+
+
+STRATEGY = ROOT / "fixtures" / "FAL001" / "loss_passed_through_a_strategy"
+
+
+@pytest.mark.parametrize(
+    ("edits", "context"),
+    [
+        ({}, "megatron"),
+        # The loss function reaches the strategy positionally.
+        ({"worker.py": ("batch=batch, forward_func=loss_func", "batch, loss_func")}, "megatron"),
+        # The forward step hands the bound parameter over itself, not through a wrapper.
+        (
+            {"strategy.py": ("return output_tensor, loss_wrapper", "return output_tensor, partial(loss_func)")},
+            "megatron",
+        ),
+        # A wrapper returning a copy of the loss: what Megatron rescales is not the function's.
+        ({"strategy.py": ("return loss, metrics", "return loss * 1.0, metrics")}, None),
+        # A strategy whose schedule is not Megatron's.
+        ({"strategy.py": ("return self.forward_backward_func(", "return self.run_schedule(")}, None),
+    ],
+    ids=["keyword", "positional", "parameter handed over", "wrapper copies", "not a schedule"],
+)
+def test_a_loss_function_passed_through_parameters_is_followed(
+    tmp_path: pathlib.Path, capsys, edits: dict[str, tuple[str, str]], context: str | None
+) -> None:
+    project = tmp_path / "rl"
+    shutil.copytree(STRATEGY, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'rl'\n")
+    for name, (old, new) in edits.items():
+        text = (project / name).read_text()
+        assert old in text
+        (project / name).write_text(text.replace(old, new))
+    expected = [("loss.py", 8, "FAL001", context)] if context else []  # a list report needs a rescaling caller
+    assert _check(capsys, str(project), "--no-cache") == expected
+
+
+def test_a_new_caller_of_the_strategy_reaches_the_cached_index(tmp_path: pathlib.Path, capsys) -> None:
+    project = tmp_path / "rl"
+    shutil.copytree(STRATEGY, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'rl'\n")
+    worker = project / "worker.py"
+    original = worker.read_text()
+    worker.write_text(original.replace("forward_func=loss_func", "forward_func=print"))
+    cache = str(tmp_path / "cache")
+    assert _check(capsys, str(project), "--cache-dir", cache) == []
+    worker.write_text(original)
+    past = time.time() - 3600  # a stamp the cache trusts: only the content tells the change
+    os.utime(worker, (past, past))
+    assert _check(capsys, str(project), "--cache-dir", cache) == [("loss.py", 8, "FAL001", "megatron")]
