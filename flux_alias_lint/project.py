@@ -427,7 +427,8 @@ class ProjectIndex:
             ]
         if isinstance(node, ast.Name):
             # A closure, or a name bound to a partial or lambda in an enclosing function or the module.
-            for function in [*reversed(scope), module.tree]:
+            # A class body is no enclosing scope of its methods: `name` there is not `self.name`.
+            for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
                 # Every def of the name there: each branch of an `if` may define its own.
                 defs = [
                     (module, stmt)
@@ -451,7 +452,8 @@ class ProjectIndex:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
             cls = next((f for f in reversed(scope) if isinstance(f, ast.ClassDef)), None)
             if cls is not None:
-                return [(module, m) for m in self._methods(module, cls, node.attr, 0)]
+                methods = self._methods(module, cls, node.attr, 0) + self._overrides(module, cls, node.attr)
+                return [(module, m) for m in methods]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module.imports:
             target, level = module.imports[node.value.id]
             return self._resolve_dotted(module, f"{target}.{node.attr}", level, depth + 1)
@@ -487,6 +489,28 @@ class ProjectIndex:
                     if found:
                         return found
         return []
+
+    def _overrides(self, module: _Module, cls: ast.ClassDef, name: str) -> list[ast.AST]:
+        """The methods `name` of the classes of the module that derive from `cls`: `self.name` in
+        `cls` may run any of them (a base class's `forward_step` is often abstract)."""
+        found: list[ast.AST] = []
+        bases = {cls.name}
+        for _ in range(4):  # subclasses of subclasses, as deep as `_methods` follows bases
+            derived = [
+                c
+                for c in module.classes.values()
+                if c.name not in bases and any(_last_name(b) in bases for b in c.bases)
+            ]
+            if not derived:
+                break
+            for subclass in derived:
+                bases.add(subclass.name)
+                found += [
+                    m
+                    for m in subclass.body
+                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == name
+                ]
+        return found
 
     def _is_loss_reduction(self, module: _Module, cls: ast.ClassDef, depth: int) -> bool:
         for base in cls.bases:

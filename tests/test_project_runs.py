@@ -220,3 +220,49 @@ def test_a_new_caller_of_the_strategy_reaches_the_cached_index(tmp_path: pathlib
     past = time.time() - 3600  # a stamp the cache trusts: only the content tells the change
     os.utime(worker, (past, past))
     assert _check(capsys, str(project), "--cache-dir", cache) == [("loss.py", 8, "FAL001", "megatron")]
+
+
+ENGINE = """\
+import torch
+from megatron.core.pipeline_parallel import get_forward_backward_func
+
+
+def token_loss(output_tensor):
+    loss = torch.sum(output_tensor)
+    return loss, [loss.detach()]
+
+
+class Engine:
+    def train_batch(self, batches):
+        forward_backward_func = get_forward_backward_func()
+        return forward_backward_func(forward_step_func=self.forward_step, data_iterator=iter(batches))
+
+    def forward_step(self, data_iterator, model):
+        raise NotImplementedError
+
+
+class LanguageModelEngine(Engine):
+    def forward_step(self, data_iterator, model):
+        return model(next(data_iterator)), token_loss
+"""
+
+
+def test_self_method_may_run_a_subclass_override(tmp_path: pathlib.Path, capsys) -> None:
+    project = tmp_path / "engine"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'engine'\n")
+    (project / "engine.py").write_text(ENGINE)
+    assert _check(capsys, str(project), "--no-cache") == [("engine.py", 7, "FAL001", "megatron")]
+
+
+def test_a_bare_name_in_a_method_is_not_the_class_attribute(tmp_path: pathlib.Path, capsys) -> None:
+    project = tmp_path / "engine"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'engine'\n")
+    # `token_loss` inside the method is the module's function, never a method of the class.
+    text = ENGINE.replace(
+        "        raise NotImplementedError\n",
+        "        return model(next(data_iterator)), token_loss\n\n    def token_loss(self, output_tensor):\n        return output_tensor, [output_tensor]\n",
+    )
+    (project / "engine.py").write_text(text.replace("(Engine)", "(object)"))
+    assert _check(capsys, str(project), "--no-cache") == [("engine.py", 7, "FAL001", "megatron")]
