@@ -62,7 +62,15 @@ _WORK_PER_STATEMENT = 64  # statements analysed per statement of a function befo
 _MIN_WORK = 1_024
 _INDEXED = 32  # containers with more entries find keys through an index, not a scan
 
-_GRADLESS_DECORATORS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+_GRADLESS_DECORATORS = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.no_grad",
+        "torch.autograd.grad_mode.no_grad",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
 
 _SEVERITY = {
     AliasKind.SAME: 0,
@@ -600,7 +608,11 @@ class ModuleAnalysis:
         for decorator in function.decorators:
             node = decorator.decorator
             called = node.func if isinstance(node, cst.Call) else node
-            if self._qualified(called, {}) in _GRADLESS_DECORATORS:
+            # `@torch.inference_mode(False)` (a mode argument) leaves gradients on.
+            switched_off = isinstance(node, cst.Call) and any(
+                isinstance(a.value, cst.Name) and a.value.value == "False" for a in node.args
+            )
+            if self._qualified(called, {}) in _GRADLESS_DECORATORS and not switched_off:
                 return True
         return False
 

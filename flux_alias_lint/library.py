@@ -196,7 +196,8 @@ class Library:
 
 _DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
 _NAMED_TUPLE = frozenset({"NamedTuple", "typing.NamedTuple"})
-_CLASS_VARIABLES = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar")
+# Annotations that declare no field of a dataclass (the probe of `verify` builds records by them too).
+CLASS_VARIABLES = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar")
 
 
 def _record(node: ast.ClassDef) -> Record | None:
@@ -209,9 +210,11 @@ def _record(node: ast.ClassDef) -> Record | None:
     for inner in node.body:
         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name in ("__init__", "__post_init__"):
             return None
-        annotated = isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Name)
-        if annotated and not ast.unparse(inner.annotation).startswith(_CLASS_VARIABLES):
-            fields.append(inner.target.id)
+        if isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Name):
+            annotation = inner.annotation
+            text = annotation.value if isinstance(annotation, ast.Constant) else ast.unparse(annotation)
+            if not str(text).startswith(CLASS_VARIABLES):  # `"ClassVar[float]"` is one too
+                fields.append(inner.target.id)
     # Inherited fields, `KW_ONLY` and `field(init=False)` or `field(kw_only=True)` move positions;
     # keywords still name fields.
     own_bases = bases[1:] if named_tuple else bases

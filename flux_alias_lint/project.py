@@ -297,6 +297,7 @@ class ProjectIndex:
         self.depends_on: dict[str, set[str]] = {}
         self._current: str | None = None  # the file whose evidence is being collected
         self._copying: dict[str, bool] = {}  # `_schedule_copies`, by the schedule module's path
+        self._schedules: dict[str, str | None] = {}  # the schedule module found from each directory
         self._project_files: dict[str, list[str]] = {}  # every file of a root, for `_callers` (files may be a part)
         self._mentions: dict[tuple[str, str], list[str]] = {}  # `_mentioning`
         for root in self.roots:
@@ -427,23 +428,11 @@ class ProjectIndex:
             ]
         if isinstance(node, ast.Name):
             # A closure, or a name bound to a partial or lambda in an enclosing function or the module.
-            # A class body is no enclosing scope of its methods: `name` there is not `self.name`.
-            for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
-                # Every def of the name there: each branch of an `if` may define its own.
-                defs = [
-                    (module, stmt)
-                    for stmt in _body_walk(function)
-                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == node.id
-                ]
-                if defs:
-                    return defs
-                for stmt in _body_walk(function):
-                    if (
-                        isinstance(stmt, ast.Assign)
-                        and isinstance(stmt.value, (ast.Lambda, ast.Call))
-                        and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)
-                    ):
-                        return self._resolve(module, scope, stmt.value, depth + 1)
+            defs, value = self._named(module, scope, node.id)
+            if defs:
+                return [(module, d) for d in defs]
+            if value is not None:
+                return self._resolve(module, scope, value, depth + 1)
             if node.id in module.functions:
                 return [(module, module.functions[node.id])]
             if node.id in module.imports:
@@ -458,6 +447,24 @@ class ProjectIndex:
             target, level = module.imports[node.value.id]
             return self._resolve_dotted(module, f"{target}.{node.attr}", level, depth + 1)
         return []
+
+    def _named(self, module: _Module, scope: list[ast.AST], name: str) -> tuple[list[ast.AST], ast.expr | None]:
+        """What `name` means in the innermost function of `scope` (or the module) that binds it: every
+        def of it there (each branch of an `if` may define its own), else the lambda or call assigned
+        to it. A class body is no enclosing scope of its methods: `name` there is not `self.name`."""
+        for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
+            nodes = list(_body_walk(function))
+            defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+            if defs:
+                return defs, None
+            for stmt in nodes:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and isinstance(stmt.value, (ast.Lambda, ast.Call))
+                    and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+                ):
+                    return [], stmt.value
+        return [], None
 
     def _resolve_dotted(self, importer: _Module, dotted: str, level: int, depth: int) -> list[tuple[_Module, ast.AST]]:
         """`pkg.mod.f` (or `pkg.mod.Class.f`), imported by `importer`, to the function in the project."""
@@ -499,7 +506,7 @@ class ProjectIndex:
             derived = [
                 c
                 for c in module.classes.values()
-                if c.name not in bases and any(_last_name(b) in bases for b in c.bases)
+                if c.name not in bases and any(isinstance(b, ast.Name) and b.id in bases for b in c.bases)
             ]
             if not derived:
                 break
@@ -543,20 +550,23 @@ class ProjectIndex:
         Megatron-DeepSpeed), and that copy divides a copy of the loss (`output_tensor = loss /
         num_microbatches`, megatron-core up to 0.6) instead of rescaling it in place: then handing a
         function to it rescales nothing. A schedule outside the project is taken to be a current one."""
-        for dotted in _SCHEDULE_MODULES:
-            path = find_module(importer.path, dotted, 0)
-            schedule = self._module(path) if path is not None else None  # a dependency of the importer's evidence
-            if schedule is None:
-                continue
-            if path not in self._copying:
-                found = [
-                    r
-                    for _, f in _functions(schedule.tree)
-                    if (r := _rescaled_results(f, _SCHEDULE_LOSS_FUNC)) is not None
-                ]
-                self._copying[path] = bool(found) and not any(found)
-            return self._copying[path]
-        return False
+        directory = os.path.dirname(importer.path)
+        if directory not in self._schedules:  # one lookup per directory: every gated file asks
+            anyone = os.path.join(
+                directory, "<importer>"
+            )  # the answer is the directory's, even for the schedule itself
+            found = (find_module(anyone, dotted, 0) for dotted in _SCHEDULE_MODULES)
+            self._schedules[directory] = next((path for path in found if path is not None), None)
+        path = self._schedules[directory]
+        schedule = self._module(path) if path is not None else None  # a dependency of the importer's evidence
+        if path is None or schedule is None:
+            return False
+        if path not in self._copying:
+            callers = [
+                r for _, f in _functions(schedule.tree) if (r := _rescaled_results(f, _SCHEDULE_LOSS_FUNC)) is not None
+            ]
+            self._copying[path] = bool(callers) and not any(callers)
+        return self._copying[path]
 
     def _megatron_evidence(self, module: _Module, scope: list[ast.AST], function: ast.AST) -> None:
         """`function`: a def, or the module itself (`pretrain(...)` under `if __name__ == "__main__":`)."""
@@ -609,7 +619,7 @@ class ProjectIndex:
                 steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), why)
                 for target_module, target in self._resolve(module, scope, handed):
                     self._reach(target_module.path, target, Reach(MEGATRON, steps))
-                    if bound is not None and not isinstance(target, ast.Lambda):
+                    if bound is not None and target in _body_walk(function):  # a closure of the forward step
                         for call, parameter in _delegations(target, bound.arguments):
                             what = f"called by {target.name}, which returns its (loss, report)"
                             self._reach_argument(bound, parameter, (self._step(target_module, call, what), *steps))
@@ -618,18 +628,9 @@ class ProjectIndex:
                     self._reach_argument(bound, parameter, steps)
 
     def _partial(self, module: _Module, scope: list[ast.AST], node: ast.expr) -> ast.Call | None:
-        """`functools.partial(...)` as handed over: the call itself, or the one a local name is bound to."""
+        """`functools.partial(...)` as handed over: the call itself, or the one a name is bound to."""
         if isinstance(node, ast.Name):
-            for function in reversed(scope):
-                for stmt in _body_walk(function):
-                    if isinstance(stmt, ast.Assign) and any(
-                        isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets
-                    ):
-                        node = stmt.value
-                        break
-                else:
-                    continue
-                break
+            node = self._named(module, scope, node.id)[1] or node
         is_partial = isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args
         return node if is_partial else None
 
@@ -647,27 +648,30 @@ class ProjectIndex:
             self._callers(bound.module, bound.scope, argument.id, steps)
 
     def _callers(self, module: _Module, scope: list[ast.AST], parameter: str, steps: tuple[Step, ...]) -> None:
-        """The calls of `scope[-1]` anywhere in the project (by its name: a method's receiver is not
-        known), and the functions each passes as `parameter`. Every file is read for them, so each is
-        a dependency of this evidence."""
+        """The calls of `scope[-1]` and the functions each passes as `parameter`. A nested function is
+        called in its enclosing one; any other where a call names it (resolved as any callee is), and a
+        method also wherever a call of that name has a receiver of unknown type (`self.strategy.m(...)`).
+        Other files are searched only in a project on disk (not for stdin): every file is read for
+        them, so each is a dependency of this evidence."""
         function = scope[-1]
         assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
         method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
-        params = _parameters(function)[1 if method else 0 :]
+        params = _positional(function, through_attribute=method)
         position = params.index(parameter) if parameter in params else None
-        for path in self._mentioning(module.path, f"{function.name}("):
-            caller = self._module(path)
-            if caller is None:
-                continue
-            for caller_scope, node in [*_functions(caller.tree), ([], caller.tree)]:
+        nested = len(scope) > 1 and isinstance(scope[-2], (ast.FunctionDef, ast.AsyncFunctionDef))
+        paths = [] if nested else self._mentioning(module.path, f"{function.name}(")
+        callers = [module, *(m for m in map(self._module, paths) if m is not None and m is not module)]
+        for caller in callers:
+            places = [(scope[:-2], scope[-2])] if nested else [*_functions(caller.tree), ([], caller.tree)]
+            for caller_scope, node in places:
                 inner = caller_scope + [node] if not isinstance(node, ast.Module) else caller_scope
                 for call in _body_walk(node):
                     if not (isinstance(call, ast.Call) and _last_name(call.func) == function.name):
                         continue
-                    if method and not isinstance(call.func, ast.Attribute):
-                        continue
+                    callees = [target for _, target in self._resolve(caller, inner, call.func)]
+                    unknown_receiver = method and isinstance(call.func, ast.Attribute) and not callees
                     passed = _argument(call, parameter, position)
-                    if passed is None:
+                    if passed is None or not (function in callees or unknown_receiver):
                         continue
                     step = self._step(caller, call, f"passed as {parameter} to {function.name}")
                     for target_module, target in self._resolve(caller, inner, passed):
@@ -676,7 +680,9 @@ class ProjectIndex:
     def _mentioning(self, path: str, word: str) -> list[str]:
         """The files of `path`'s project whose text holds `word`. All of them were read, so each is a
         dependency of the evidence being collected."""
-        root = next((r for r in self.roots if path == r or path.startswith(r + os.sep)), None) or project_root(path)
+        root = next((r for r in self.roots if path == r or path.startswith(r + os.sep)), None)
+        if root is None:  # one module on its own (stdin, the Python API): nothing else is read
+            return []
         if root not in self._project_files:
             self._project_files[root] = list(python_files(root))
         files = self._project_files[root]
@@ -767,21 +773,27 @@ def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
 
 
+def _positional(function: ast.FunctionDef | ast.AsyncFunctionDef, through_attribute: bool) -> list[str]:
+    """The parameters a call fills by position; `through_attribute`: called as `obj.m`, so a method's
+    `self` or a classmethod's `cls` is given already (a staticmethod's first parameter is not)."""
+    names = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    static = any(_last_name(d) == "staticmethod" for d in function.decorator_list)
+    return names[1:] if through_attribute and names and names[0] in ("self", "cls") and not static else names
+
+
 def _bindings(partial: ast.Call, function: ast.AST) -> dict[str, ast.expr]:
     """The parameters of `function` that `partial(function_expr, *args, **keywords)` binds, to their
-    arguments (a method named through `self.` or `cls.` is bound: its first parameter is not given)."""
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return {}
-    params = _parameters(function)
+    arguments. A partial of a partial binds nothing known here."""
     head = partial.args[0]
-    if isinstance(head, ast.Attribute) and params and params[0] in ("self", "cls"):
-        params = params[1:]
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or isinstance(head, ast.Call):
+        return {}
     bound: dict[str, ast.expr] = {}
-    for name, value in zip(params, partial.args[1:], strict=False):
+    for name, value in zip(_positional(function, isinstance(head, ast.Attribute)), partial.args[1:], strict=False):
         if isinstance(value, ast.Starred):
             break
         bound[name] = value
-    bound.update((k.arg, k.value) for k in partial.keywords if k.arg is not None and k.arg in params)
+    names = _parameters(function)
+    bound.update((k.arg, k.value) for k in partial.keywords if k.arg is not None and k.arg in names)
     return bound
 
 

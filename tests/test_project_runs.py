@@ -4,6 +4,7 @@ whatever `--jobs` and the cache are."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pathlib
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from flux_alias_lint import project as project_module
 from flux_alias_lint.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -266,3 +268,98 @@ def test_a_bare_name_in_a_method_is_not_the_class_attribute(tmp_path: pathlib.Pa
     )
     (project / "engine.py").write_text(text.replace("(Engine)", "(object)"))
     assert _check(capsys, str(project), "--no-cache") == [("engine.py", 7, "FAL001", "megatron")]
+
+
+HANDS_OVER = """\
+from functools import partial
+from megatron.core.pipeline_parallel import get_forward_backward_func
+
+
+def forward_step(data_iterator, model, loss_fn):
+    return model(next(data_iterator)), partial(loss_fn)
+
+
+def my_loss(out):
+    loss = out.sum()
+    return loss, (loss.detach(),)
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        pytest.param(
+            "def main(model):\n"
+            "    def run(loss_fn):\n"
+            "        get_forward_backward_func()(forward_step_func=partial(forward_step, loss_fn=loss_fn))\n"
+            "    run(my_loss)\n",
+            [("train.py", 11, "FAL001", "megatron")],
+            id="nested function: its enclosing function's call",
+        ),
+        pytest.param(
+            "def run(model, *hooks, loss_fn=None):\n"
+            "    get_forward_backward_func()(forward_step_func=partial(forward_step, loss_fn=loss_fn))\n\n\n"
+            "def main(model):\n    run(model, my_loss)\n",
+            [],
+            id="keyword-only parameter: never given by position",
+        ),
+        pytest.param(
+            "class Runner:\n    @staticmethod\n    def run(model, loss_fn):\n"
+            "        get_forward_backward_func()(forward_step_func=partial(forward_step, loss_fn=loss_fn))\n\n\n"
+            "def main(model):\n    Runner.run(model, my_loss)\n",
+            [("train.py", 11, "FAL001", "megatron")],
+            id="staticmethod: no self to skip",
+        ),
+        pytest.param(
+            "fwd = partial(forward_step, loss_fn=my_loss)\n\n\n"
+            "class Trainer:\n    fwd = partial(forward_step, loss_fn=print)\n\n"
+            "    def train(self, model):\n        get_forward_backward_func()(forward_step_func=fwd)\n",
+            [("train.py", 11, "FAL001", "megatron")],
+            id="a name in a method is the module's, not the class attribute",
+        ),
+    ],
+)
+def test_hand_offs_through_parameters_bind_as_python_does(
+    tmp_path: pathlib.Path, capsys, code: str, expected: list[tuple[str, int, str, str]]
+) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (project / "train.py").write_text(HANDS_OVER + "\n\n" + code)
+    assert _check(capsys, str(project), "--no-cache") == expected
+
+
+def test_an_unrelated_call_of_the_same_name_passes_nothing(tmp_path: pathlib.Path, capsys) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    nested = (
+        "def main(model):\n    def run(loss_fn):\n"
+        "        get_forward_backward_func()(forward_step_func=partial(forward_step, loss_fn=loss_fn))\n"
+        "    run(print)\n"
+    )
+    (project / "train.py").write_text(HANDS_OVER.replace("my_loss", "unused_loss") + "\n\n" + nested)
+    (project / "jobs.py").write_text(
+        "def checksum(t):\n    total = t.sum()\n    return total, (total.detach(),)\n\n\n"
+        "def schedule(pool):\n    pool.run(checksum)\n"
+    )
+    assert _check(capsys, str(project), "--no-cache") == []
+
+
+def test_stdin_reads_no_other_file(tmp_path: pathlib.Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "other.py").write_text("def run(loss_fn):\n    pass\n")
+    code = HANDS_OVER + (
+        "\n\ndef run(loss_fn):\n"
+        "    get_forward_backward_func()(forward_step_func=partial(forward_step, loss_fn=loss_fn))\n\n\n"
+        "run(my_loss)\n"
+    )
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(code.encode())))
+    opened = []
+    real_read = project_module.read_bytes
+    monkeypatch.setattr(project_module, "read_bytes", lambda path, *a: opened.append(path) or real_read(path, *a))
+    main(["check", "-", "--format", "json", "--no-cache"])
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["line"], r["code"], r["context"]) for r in rows] == [(11, "FAL001", "megatron")]
+    assert opened == []

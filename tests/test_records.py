@@ -7,12 +7,14 @@ fields need a rescaling caller to be findings.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import textwrap
 
 import pytest
 
+from flux_alias_lint.cli import main
 from flux_alias_lint.lint import check_text
 from flux_alias_lint.project import ProjectIndex
 from flux_alias_lint.source import decode
@@ -170,3 +172,39 @@ def test_record_fields_need_a_rescaling_caller(tmp_path: pathlib.Path, returned:
         return loss, {returned}
     """
     assert _report_paths(tmp_path, body) == []
+
+
+FIELDS = """\
+import dataclasses
+from typing import ClassVar
+
+import torch
+
+
+@dataclasses.dataclass
+class Report:
+    scale: "ClassVar[float]" = 1.0
+    lm: torch.Tensor = None
+    extras: dict = dataclasses.field(default_factory=dict)
+
+
+def loss_func(output_tensor):
+    loss = output_tensor.sum()
+    return loss, Report(loss.detach(), extras={"n": 1})
+
+
+def forward_step(data_iterator, model):
+    return model(next(data_iterator)), loss_func
+"""
+
+
+def test_class_variables_and_field_specs_are_read_as_dataclasses_does(tmp_path: pathlib.Path, capsys):
+    path = tmp_path / "loss.py"
+    path.write_text(FIELDS)
+    reached = ProjectIndex([str(tmp_path)]).reached_by_path()
+    found, _ = check_text(decode(path.read_bytes(), str(path)), reaches=reached.get(os.path.realpath(path), {}))
+    assert [f"{f.code} {f.report_path} {f.context}" for f in found] == ["FAL001 report.lm megatron"]
+    # verify's probe builds the same record: the field the value lands in is the one that moves.
+    assert main(["verify", str(path), "--format", "json"]) == 0
+    verdicts = json.loads(capsys.readouterr().out)
+    assert [(v["confirmed"], v["report_path"]) for v in verdicts] == [(True, "report.lm")]

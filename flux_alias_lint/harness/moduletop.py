@@ -35,6 +35,7 @@ from typing import Any
 
 import libcst as cst
 
+from ..library import CLASS_VARIABLES
 from ..project import find_module
 from ._deps import quiet
 from .standins import PARALLEL_STATE_MODULES, Flag, Run, SingleRankParallelState, Stub, single_rank_answer, stub_type
@@ -104,11 +105,26 @@ def _safe_class_statement(stmt: cst.BaseStatement) -> cst.BaseStatement | None:
     """As `_safe_statement`, and a field `name: annotation [= constant]` with its annotation as a string."""
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.AnnAssign):
         field = stmt.body[0]
-        if isinstance(field.target, cst.Name) and (field.value is None or constant(field.value)):
-            text = cst.Module([]).code_for_node(field.annotation.annotation)
-            annotation = cst.Annotation(cst.SimpleString(repr(text)))
-            return stmt.with_changes(body=[field.with_changes(annotation=annotation)])
+        if isinstance(field.target, cst.Name):
+            value = field.value
+            if value is not None and not (constant(value) or _is_field_call(value)):
+                value = cst.Name("None")  # a default it has, whatever it is: the fields keep their order
+            annotation = field.annotation.annotation
+            text = cst.Module([]).code_for_node(annotation)
+            if isinstance(annotation, cst.SimpleString):
+                text = annotation.evaluated_value if isinstance(annotation.evaluated_value, str) else text
+            if text.startswith(CLASS_VARIABLES):  # no field: a plain class attribute, if it has a value
+                return stmt.with_changes(body=[cst.Assign([cst.AssignTarget(field.target)], value)]) if value else None
+            annotation = cst.SimpleString(repr(text))
+            return stmt.with_changes(body=[field.with_changes(annotation=cst.Annotation(annotation), value=value)])
     return _safe_statement(stmt)
+
+
+def _is_field_call(node: cst.BaseExpression) -> bool:
+    """`field(default_factory=dict)`: a dataclass field's spec, its arguments constants (names too)."""
+    if not isinstance(node, cst.Call) or cst.Module([]).code_for_node(node.func) not in ("field", "dataclasses.field"):
+        return False
+    return all(constant(a.value) for a in node.args)
 
 
 _DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
