@@ -192,7 +192,12 @@ def check_compiles(source: SourceFile) -> None:
 def _refusal(source: SourceFile, error: SyntaxError) -> SourceError:
     if any(reason in error.msg for reason in _NESTING_ERRORS):
         return SourceError(source.path, f"too deeply nested for Python's parser ({error.msg})")
-    hint = " (Python 2 code?)" if error.msg.startswith("Missing parentheses in call to") else ""
+    hint = ""
+    if error.msg.startswith("Missing parentheses in call to"):
+        hint = " (Python 2 code?)"
+    elif error.msg.startswith("f-string") and sys.version_info < (3, 12):
+        # Quotes, backslashes and comments inside f-string braces are Python 3.12 syntax (PEP 701).
+        hint = " (Python 3.12 syntax? set requires-python or target-version)"
     return SourceError(source.path, f"syntax error at {error.lineno}:{error.offset}: {error.msg}{hint}")
 
 

@@ -57,6 +57,11 @@ BAD: dict[str, tuple[bytes | None, str]] = {
         "from __future__ imports",
     ),
 }
+if sys.version_info < (3, 12):  # newer Pythons parse it
+    BAD["fstring_quotes.py"] = (
+        b'd = {}\nx = f"{d["k"]}"\n',
+        "(Python 3.12 syntax? set requires-python or target-version)",
+    )
 GOOD: dict[str, bytes] = {
     "empty.py": b"",
     "latin1.py": LATIN1,
