@@ -240,10 +240,14 @@ def join(a: Val, b: Val) -> Val:
     items: dict[Key, Val] = {}
     for k, v in a.items + b.items:
         items[k] = join(items[k], v) if k in items else v
+    joined = tuple(items.items())
+    if "record" in (a.container, b.container):  # `"lm"` and `Field("lm")` are one key: it stays a field
+        fields = {k: k for k, _ in a.items + b.items if isinstance(k, Field)}
+        joined = tuple((fields.get(k, k), v) for k, v in joined)
     return Val(
         aliases=a.aliases | b.aliases,
         container=a.container or b.container,
-        items=tuple(items.items()),
+        items=joined,
         immutable=a.immutable and b.immutable,
         dtype=a.dtype if a.dtype == b.dtype else None,
         length=a.length if a.length == b.length else None,
@@ -320,6 +324,7 @@ class Summary:
     node: cst.FunctionDef
     returns: Val
     effects: dict[str, Val]
+    reads_records: bool = False  # it read a record's field: see `ModuleAnalysis._read_record`
 
 
 # Methods that mutate the container they are called on.
@@ -458,6 +463,8 @@ class ModuleAnalysis:
         self._summarising: cst.FunctionDef | None = None
         self._collected: list[tuple[Val, Env]] = []
         self._summary_stack: list[int] = []  # the library functions being summarised, outermost first
+        self._record_reads = 0  # fields read from records so far (`_read_record`)
+        self._proof_for: set[int] = set()  # ids of the functions whose findings need a rescaling caller
         # Where a call's result is unknown, a module that imports torch makes it a possible tensor.
         self.torch_module = any(q == "torch" or q.startswith("torch.") for q in self.imports.values())
         self.returns = library.returns() if library is not None else declared_returns_of(module.code)
@@ -568,7 +575,12 @@ class ModuleAnalysis:
         # Without a dict report or evidence that the loss is a tensor, only a caller known to
         # rescale it (the project index's context, applied in lint.py) makes this a finding:
         # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
-        proof_needed = report.container != "dict" or not self._may_be_tensor(backprop) or self._without_grad()
+        proof_needed = (
+            report.container != "dict"
+            or not self._may_be_tensor(backprop)
+            or self._without_grad()
+            or id(self._functions[-1]) in self._proof_for
+        )
         backprop_src = self._backprop_source(node, backprop)
         for path, leaf in _leaves(report):
             if not path and report.container:
@@ -615,6 +627,14 @@ class ModuleAnalysis:
             if self._qualified(called, {}) in _GRADLESS_DECORATORS and not switched_off:
                 return True
         return False
+
+    def _read_record(self) -> None:
+        """A record's field was read (`stats.lm`): its value may now go anywhere, a dict report too.
+        Records are followed only where a rescaling caller is known (the triage, which keeps those
+        functions whole, does not follow them), so every function this value may reach a return of
+        needs one: those being analysed, and callers of a summary that read one (`reads_records`)."""
+        self._record_reads += 1
+        self._proof_for.update(id(function) for function in self._functions)
 
     def _may_be_tensor(self, val: Val) -> bool:
         """Positive evidence that `val` can be a tensor (see `Val.tensor`), or that a torch operation took it."""
@@ -951,6 +971,7 @@ class ModuleAnalysis:
             return env[dotted].entered_at(node)
         base = self._eval(node.value, env)
         if base.container == "record":
+            self._read_record()
             return base.item(Field(node.attr.value)).entered_at(node)
         kind = attribute_alias_kind(node.attr.value)
         if kind is not None and self.torch_module:  # `.data`, `.T` in a torch module: a tensor's
@@ -1201,6 +1222,7 @@ class ModuleAnalysis:
         env: Env = dict(closure)
         params = self._bind_parameters(node, env)
         initial = {name: env[name] for name in params}
+        reads_before = self._record_reads
         self._functions.append(node)
         try:
             end = self._exec_block(node.body.body, env)
@@ -1220,7 +1242,7 @@ class ModuleAnalysis:
             if (name in initial and val is not initial[name] and val.items)
             or ("." in name and name.partition(".")[0] in initial)
         }
-        summary = Summary(tuple(params), node, returns, effects)
+        summary = Summary(tuple(params), node, returns, effects, self._record_reads > reads_before)
         self._summaries[key] = summary
         return summary
 
@@ -1242,6 +1264,8 @@ class ModuleAnalysis:
                 bound[params[position]] = (val, dotted_name(arg.value))
                 position += 1
         result = self._substitute(summary.returns, bound, node, summary.node, env)
+        if summary.reads_records:
+            self._read_record()
         for name, effect in summary.effects.items():
             head, _, rest = name.partition(".")
             owner = bound.get(head, (None, None))[1]

@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from flux_alias_lint import triage
 from flux_alias_lint.cli import main
 from flux_alias_lint.lint import check_text
 from flux_alias_lint.project import ProjectIndex
@@ -208,3 +209,47 @@ def test_class_variables_and_field_specs_are_read_as_dataclasses_does(tmp_path: 
     assert main(["verify", str(path), "--format", "json"]) == 0
     verdicts = json.loads(capsys.readouterr().out)
     assert [(v["confirmed"], v["report_path"]) for v in verdicts] == [(True, "report.lm")]
+
+
+def test_a_dict_joined_with_a_record_keeps_the_field_needing_a_rescaling_caller(tmp_path: pathlib.Path, monkeypatch):
+    # The analysis alone (the triage, which does not follow records, would hide a wrong answer).
+    monkeypatch.setattr(triage, "ENABLED", False)
+    body = """\
+    def unreached_loss(output_tensor, flag):
+        loss = output_tensor.sum()
+        report = {"lm": loss.clone()} if flag else Report(lm=loss.detach())
+        return loss, report
+    """
+    assert _report_paths(tmp_path, body) == []
+
+
+@pytest.mark.parametrize("triaged", [True, False], ids=["triage on", "triage off"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        """\
+        def unreached_loss(output_tensor):
+            loss = output_tensor.sum()
+            stats = Report(lm=loss.detach())
+            return loss, {"lm": stats.lm}
+        """,
+        """\
+        def to_report(loss):
+            stats = Report(lm=loss.detach())
+            return {"lm": stats.lm}
+
+
+        def unreached_loss(output_tensor):
+            loss = output_tensor.sum()
+            return loss, to_report(loss)
+        """,
+    ],
+    ids=["read in the function", "read in a helper"],
+)
+def test_a_field_read_out_of_a_record_still_needs_a_rescaling_caller(
+    tmp_path: pathlib.Path, monkeypatch, body: str, triaged: bool
+):
+    monkeypatch.setattr(triage, "ENABLED", triaged)
+    assert _report_paths(tmp_path, body) == []
+    reached = body.replace("unreached_loss", "loss_func")  # HEAD's forward step hands `loss_func` over
+    assert _report_paths(tmp_path, reached) == ['FAL001 report["lm"] megatron']
