@@ -297,6 +297,27 @@ ADVERSARIAL = {
 }
 
 
+# Records (dataclass reports): followed only where a rescaling caller is known, which the triage
+# keeps whole; wherever a field's value travels, triage on and off must agree.
+RECORD_HEAD = "import dataclasses\nimport torch\n\n\n@dataclasses.dataclass\nclass R:\n    lm: object = None\n\n\n"
+HANDED_OVER = "\n\ndef forward_step(data_iterator, model):\n    return model(next(data_iterator)), loss_func\n"
+RECORD_CASES = {
+    "field_read_into_dict": "def f(x):\n    loss = x.sum()\n    r = R(lm=loss.detach())\n    return loss, {'lm': r.lm}\n",
+    "field_read_in_helper": (
+        "def mk(l):\n    r = R(lm=l.detach())\n    return {'lm': r.lm}\n\n\n"
+        "def f(x):\n    loss = x.sum()\n    return loss, mk(loss)\n"
+    ),
+    "joined_with_dict": "def f(x, c):\n    loss = x.sum()\n    r = {'lm': loss.clone()} if c else R(lm=loss.detach())\n"
+    "    return loss, r\n",
+    "record_report_reached": "def loss_func(x):\n    loss = x.sum()\n    return loss, R(loss.detach())\n" + HANDED_OVER,
+    "record_in_dict_reached": "def loss_func(x):\n    loss = x.sum()\n    return loss, {'s': R(lm=loss[0:1])}\n"
+    + HANDED_OVER,
+    "field_set_later_reached": (
+        "def loss_func(x):\n    loss = x.sum()\n    r = R()\n    r.lm = loss.data\n    return loss, r\n" + HANDED_OVER
+    ),
+}
+
+
 def _findings(text: str, enabled: bool, monkeypatch: pytest.MonkeyPatch) -> object:
     monkeypatch.setattr(triage, "ENABLED", enabled)
     try:
@@ -311,6 +332,7 @@ def _corpus_texts() -> list[tuple[str, str]]:
         for p in sorted(ROOT.glob("fixtures/**/*.py"))
     ]
     texts += [(f"adversarial/{name}", text) for name, text in ADVERSARIAL.items()]
+    texts += [(f"records/{name}", RECORD_HEAD + text) for name, text in RECORD_CASES.items()]
     rng = random.Random(11)
     for serial in range(150):
         texts.append((f"synthetic/{serial}", synthetic_corpus.module_text(rng, rng.randint(3, 12), loss_share=0.5)))
