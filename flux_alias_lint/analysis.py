@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
@@ -464,6 +464,8 @@ class ModuleAnalysis:
         self._collected: list[tuple[Val, Env]] = []
         self._summary_stack: list[int] = []  # the library functions being summarised, outermost first
         self._record_reads = 0  # fields read from records so far (`_read_record`)
+        self.line_of: Callable[[cst.CSTNode], int] | None = None  # see `analyze_module`
+        self._owner: str | None = None  # the class of the library method being summarised
         self._proof_for: set[int] = set()  # ids of the functions whose findings need a rescaling caller
         # Where a call's result is unknown, a module that imports torch makes it a possible tensor.
         self.torch_module = any(q == "torch" or q.startswith("torch.") for q in self.imports.values())
@@ -1189,7 +1191,7 @@ class ModuleAnalysis:
             if isinstance(func, cst.Name):
                 definition = self.library.function(func.value)
             elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-                definition = self.library.method(func.attr.value)
+                definition = self.library.method(func.attr.value, self._self_class())
                 receiver = (self._eval(func.value, env), "self")
             else:
                 definition = None
@@ -1199,6 +1201,14 @@ class ModuleAnalysis:
             return None
         return self._apply_summary(summary, node, receiver, env)
 
+    def _self_class(self) -> str | None:
+        """The class `self` is an instance of where the code runs: the summarised method's, or the one
+        around the function being checked (None: not known, so a method name must be unique)."""
+        if self._owner is not None or self.library is None or self.line_of is None:
+            return self._owner
+        unit = self._functions[0] if self._functions else None
+        return self.library.class_at(self.line_of(unit.name)) if isinstance(unit, cst.FunctionDef) else None
+
     def _library_summary(self, definition: Definition) -> Summary | None:
         cache = definition.library.summaries
         key = id(definition.node)
@@ -1206,6 +1216,7 @@ class ModuleAnalysis:
             cache[key] = None  # recursion: a function calling itself gets no summary of itself
             analysis = ModuleAnalysis(definition.module, definition.library, definition.library.imports())
             analysis._summary_stack = [*self._summary_stack, key]
+            analysis._owner = definition.owner
             cache[key] = analysis._summary(definition.node, {})
         found = cache[key]
         return found if isinstance(found, Summary) else None
@@ -1773,6 +1784,11 @@ def _is_node(kind: type) -> bool:
     return issubclass(kind, cst.CSTNode) and not issubclass(kind, _LEAVES)
 
 
-def analyze_module(module: cst.Module, library: Library | None = None) -> list[RawFinding]:
-    """Every alias of a backprop tensor in a loss-function report, in source order; `library`: see `ModuleAnalysis`."""
-    return ModuleAnalysis(module, library).run()
+def analyze_module(
+    module: cst.Module, library: Library | None = None, line_of: Callable[[cst.CSTNode], int] | None = None
+) -> list[RawFinding]:
+    """Every alias of a backprop tensor in a loss-function report, in source order; `library`: see
+    `ModuleAnalysis`; `line_of`: the line of a node in the file (`module` may be a triaged piece)."""
+    analysis = ModuleAnalysis(module, library)
+    analysis.line_of = line_of
+    return analysis.run()

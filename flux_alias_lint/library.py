@@ -36,6 +36,7 @@ class Definition:
     node: cst.FunctionDef
     module: cst.Module  # what `node` was parsed in (for its code)
     library: Library  # the library of the file it is in, for the calls it makes
+    owner: str | None = None  # the class it is a method of: what `self.m()` in it means
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Library:
         self._module_imports: dict[str, str] = {}  # as `ModuleAnalysis._module_imports` reads them
         self._returns: dict[str, Declared] | None = None
         self._records: dict[str, Record] = {}
+        self._classes: dict[str, ast.ClassDef] = {}  # the module-level classes, by name
         # The analysis' summaries of this file's functions, by id of their node (None: being computed).
         self.summaries: dict[int, object] = {}
 
@@ -79,10 +81,28 @@ class Library:
         assert self._returns is not None
         return self._returns
 
-    def method(self, name: str) -> Definition | None:
-        """`self.name(...)`: the method `name` of the one class of this file that defines it."""
-        owners = [key for key in self._definitions() if key.partition(".")[2] == name]
+    def method(self, name: str, owner: str | None = None) -> Definition | None:
+        """`self.name(...)` in a method of class `owner` of this file: its own method `name`, or one it
+        inherits from a class of this file; else (or without an owner) the method of the one class of
+        this file that defines it."""
+        definitions = self._definitions()
+        for _ in range(5 if owner is not None else 0):  # as deep as the project index follows bases
+            if f"{owner}.{name}" in definitions:
+                return self.function(f"{owner}.{name}")
+            cls = self._classes.get(owner or "")
+            bases = [b.id for b in cls.bases if isinstance(b, ast.Name) and b.id in self._classes] if cls else []
+            if not bases:
+                break
+            owner = bases[0]  # the first base first, as Python's method resolution starts
+        # Not found along the class's own bases here (they may be in another module): the method of
+        # the one class of this file that defines it, if only one does.
+        owners = [key for key in definitions if key.partition(".")[2] == name]
         return self.function(owners[0]) if len(owners) == 1 else None
+
+    def class_at(self, line: int) -> str | None:
+        """The module-level class of this file whose lines hold `line`."""
+        self._definitions()
+        return next((name for name, c in self._classes.items() if c.lineno <= line <= (c.end_lineno or c.lineno)), None)
 
     def function(self, name: str) -> Definition | None:
         """A module-level function `name` (or, `Class.name`, a method) of this file, or one it imports."""
@@ -123,6 +143,7 @@ class Library:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self._spans[node.name] = node
                 elif isinstance(node, ast.ClassDef):
+                    self._classes[node.name] = node
                     for inner in node.body:
                         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                             self._spans[f"{node.name}.{inner.name}"] = inner
@@ -152,7 +173,8 @@ class Library:
         except cst.ParserSyntaxError:
             return None
         found = _first_def(module)
-        return Definition(self.path, found, module, self) if found is not None else None
+        owner = name.partition(".")[0] if "." in name else None
+        return Definition(self.path, found, module, self, owner) if found is not None else None
 
     def _imported(self, name: str) -> Definition | None:
         """`from pkg.mod import f` (or `from .mod import f as g`): `f` in the project's `pkg/mod.py`."""

@@ -15,7 +15,7 @@ from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
-from .positions import node_spans
+from .positions import Span, node_spans
 from .project import UNREACHED_REACH, ProjectIndex, Reach
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
@@ -187,11 +187,19 @@ def _analyze_parsed(
             raise _PieceRejected(parse(source)) from None
     if piece is not None:
         context.library.offer_tree(piece.tree)
-    raws = analyze_module(module, context.library)
     lines = piece.lines if piece else None
+    known: dict[cst.CSTNode, Span] = {}
+
+    def line_in_file(node: cst.CSTNode) -> int:
+        if not known:  # what findings need anyway; here only for an ambiguous `self.m()`
+            known.update(node_spans(module, parse_from.text))
+        line = known[node][0][0]
+        return lines[line - 1] if lines else line
+
+    raws = analyze_module(module, context.library, line_in_file)
     if not raws:
         return []
-    spans = node_spans(module, parse_from.text)
+    spans = known or node_spans(module, parse_from.text)
     suppressions = parse_suppressions(source.text) if noqa else {}
     offsets = line_offsets(source.text)
     located = []
