@@ -110,6 +110,9 @@ class Alias:
     # False when `entry` is a container the value was unpacked from (`list(x.chunk(2))`):
     # there is no expression of the value itself to put `.clone()` after.
     fixable: bool = True
+    # It went through a record's field: records are followed only where a rescaling caller is known
+    # (the triage, which keeps those functions whole, does not follow them), wherever it goes next.
+    via_record: bool = False
 
     @property
     def detached(self) -> bool:
@@ -121,7 +124,7 @@ class Alias:
         if len(ops) > _MAX_OPS:  # `r = r.view(-1)` repeated: the chain stops growing
             tail = ops[_MAX_OPS - 1 :]
             ops = ops[: _MAX_OPS - 1] + (_widened([tail], any(o.kind is AliasKind.DETACH for o in ops)),)
-        return Alias(token, ops, node, fixable)
+        return Alias(token, ops, node, fixable, self.via_record)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +196,7 @@ class Val:
         if not self.aliases:
             return self
         # Constructors, not dataclasses.replace: this runs for every name read.
-        aliases = frozenset(Alias(a.token, a.ops, node, True) for a in self.aliases)
+        aliases = frozenset(Alias(a.token, a.ops, node, True, a.via_record) for a in self.aliases)
         if len(aliases) > _MAX_ALIASES:  # all through `node` now: chains of one storage merge
             aliases = _merge_aliases(aliases)
         return Val(
@@ -240,14 +243,10 @@ def join(a: Val, b: Val) -> Val:
     items: dict[Key, Val] = {}
     for k, v in a.items + b.items:
         items[k] = join(items[k], v) if k in items else v
-    joined = tuple(items.items())
-    if "record" in (a.container, b.container):  # `"lm"` and `Field("lm")` are one key: it stays a field
-        fields = {k: k for k, _ in a.items + b.items if isinstance(k, Field)}
-        joined = tuple((fields.get(k, k), v) for k, v in joined)
     return Val(
         aliases=a.aliases | b.aliases,
         container=a.container or b.container,
-        items=joined,
+        items=tuple(items.items()),
         immutable=a.immutable and b.immutable,
         dtype=a.dtype if a.dtype == b.dtype else None,
         length=a.length if a.length == b.length else None,
@@ -278,7 +277,7 @@ def _merge_aliases(aliases: frozenset[Alias]) -> frozenset[Alias]:
         tails = [a.ops[len(ops) :] for a in group]
         if any(tails):
             ops += (_widened(tails, all(a.detached for a in group)),)
-        merged.append(Alias(token, ops, group[0].entry, group[0].fixable))
+        merged.append(Alias(token, ops, group[0].entry, group[0].fixable, any(a.via_record for a in group)))
     return aliases.difference(alias for group in several for alias in group).union(merged)
 
 
@@ -324,7 +323,6 @@ class Summary:
     node: cst.FunctionDef
     returns: Val
     effects: dict[str, Val]
-    reads_records: bool = False  # it read a record's field: see `ModuleAnalysis._read_record`
 
 
 # Methods that mutate the container they are called on.
@@ -463,10 +461,8 @@ class ModuleAnalysis:
         self._summarising: cst.FunctionDef | None = None
         self._collected: list[tuple[Val, Env]] = []
         self._summary_stack: list[int] = []  # the library functions being summarised, outermost first
-        self._record_reads = 0  # fields read from records so far (`_read_record`)
         self.line_of: Callable[[cst.CSTNode], int] | None = None  # see `analyze_module`
         self._owner: str | None = None  # the class of the library method being summarised
-        self._proof_for: set[int] = set()  # ids of the functions whose findings need a rescaling caller
         # Where a call's result is unknown, a module that imports torch makes it a possible tensor.
         self.torch_module = any(q == "torch" or q.startswith("torch.") for q in self.imports.values())
         self.returns = library.returns() if library is not None else declared_returns_of(module.code)
@@ -577,23 +573,19 @@ class ModuleAnalysis:
         # Without a dict report or evidence that the loss is a tensor, only a caller known to
         # rescale it (the project index's context, applied in lint.py) makes this a finding:
         # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
-        proof_needed = (
-            report.container != "dict"
-            or not self._may_be_tensor(backprop)
-            or self._without_grad()
-            or id(self._functions[-1]) in self._proof_for
-        )
+        proof_needed = report.container != "dict" or not self._may_be_tensor(backprop) or self._without_grad()
         backprop_src = self._backprop_source(node, backprop)
         for path, leaf in _leaves(report):
             if not path and report.container:
                 continue  # a report container itself is never rescaled, only what it holds
             # A record's fields are checked only where a rescaling caller is known (as any non-dict
             # report is): the triage, which keeps such functions whole, need not follow records.
-            leaf_proof_needed = proof_needed or any(isinstance(key, Field) for key in path)
+            path_needs_proof = proof_needed or any(isinstance(key, Field) for key in path)
             for alias in leaf.aliases:
                 hits = [b for b in backprop.aliases if _overlap(alias, b)]
                 if not hits or alias.entry is None:
                     continue
+                leaf_proof_needed = path_needs_proof or alias.via_record
                 kind = max((_relative_kind(alias, b) for b in hits), key=_SEVERITY.__getitem__)
                 key = (id(alias.entry), render_path(path))
                 old = self.findings.get(key)
@@ -629,14 +621,6 @@ class ModuleAnalysis:
             if self._qualified(called, {}) in _GRADLESS_DECORATORS and not switched_off:
                 return True
         return False
-
-    def _read_record(self) -> None:
-        """A record's field was read (`stats.lm`): its value may now go anywhere, a dict report too.
-        Records are followed only where a rescaling caller is known (the triage, which keeps those
-        functions whole, does not follow them), so every function this value may reach a return of
-        needs one: those being analysed, and callers of a summary that read one (`reads_records`)."""
-        self._record_reads += 1
-        self._proof_for.update(id(function) for function in self._functions)
 
     def _may_be_tensor(self, val: Val) -> bool:
         """Positive evidence that `val` can be a tensor (see `Val.tensor`), or that a torch operation took it."""
@@ -868,7 +852,7 @@ class ModuleAnalysis:
             owner = dotted_name(target.value)
             current = env.get(owner) if owner is not None else None
             if current is not None and current.container == "record":  # `report.lm = ...`
-                env[owner] = current.with_item(Field(target.attr.value), val)  # type: ignore[index]
+                env[owner] = current.with_item(Field(target.attr.value), _into_record(val))  # type: ignore[index]
                 return
             dotted = dotted_name(target)
             if dotted is not None:
@@ -972,9 +956,8 @@ class ModuleAnalysis:
         if dotted is not None and dotted in env:
             return env[dotted].entered_at(node)
         base = self._eval(node.value, env)
-        if base.container == "record":
-            self._read_record()
-            return base.item(Field(node.attr.value)).entered_at(node)
+        if base.container == "record":  # only a record has the field: what it gives went through one
+            return _into_record(base.item(Field(node.attr.value))).entered_at(node)
         kind = attribute_alias_kind(node.attr.value)
         if kind is not None and self.torch_module:  # `.data`, `.T` in a torch module: a tensor's
             self._tensor_tokens.update(a.token for a in base.aliases)
@@ -1000,7 +983,9 @@ class ModuleAnalysis:
         if len(indices) == 1 and isinstance(indices[0][0], str):
             # `batch["labels"]`: a lookup in a mapping, never a view of a tensor. The same key read
             # twice is the same object; it shares nothing with the mapping itself.
-            return Val(frozenset(Alias(("item", a.token, indices[0][0]), (), node) for a in base.aliases))
+            return Val(
+                frozenset(Alias(("item", a.token, indices[0][0]), (), node, True, a.via_record) for a in base.aliases)
+            )
         if all(kind in ("const", "basic") for _, kind in indices):
             consts = [key for key, kind in indices if kind == "const" and isinstance(key, int)]
             # A single constant index narrows the storage (x[0] and x[1] are disjoint). A negative
@@ -1173,7 +1158,7 @@ class ModuleAnalysis:
                 position = None
             elif position is not None and position < len(record.fields):
                 key, position = Field(record.fields[position]), position + 1
-            result = result.with_item(key, val, strong=key is not None)
+            result = result.with_item(key, _into_record(val), strong=key is not None)
         return result
 
     # ---- summaries: calls of the project's own functions ------------------------------
@@ -1233,7 +1218,7 @@ class ModuleAnalysis:
         env: Env = dict(closure)
         params = self._bind_parameters(node, env)
         initial = {name: env[name] for name in params}
-        reads_before = self._record_reads
+
         self._functions.append(node)
         try:
             end = self._exec_block(node.body.body, env)
@@ -1253,7 +1238,7 @@ class ModuleAnalysis:
             if (name in initial and val is not initial[name] and val.items)
             or ("." in name and name.partition(".")[0] in initial)
         }
-        summary = Summary(tuple(params), node, returns, effects, self._record_reads > reads_before)
+        summary = Summary(tuple(params), node, returns, effects)
         self._summaries[key] = summary
         return summary
 
@@ -1275,8 +1260,6 @@ class ModuleAnalysis:
                 bound[params[position]] = (val, dotted_name(arg.value))
                 position += 1
         result = self._substitute(summary.returns, bound, node, summary.node, env)
-        if summary.reads_records:
-            self._read_record()
         for name, effect in summary.effects.items():
             head, _, rest = name.partition(".")
             owner = bound.get(head, (None, None))[1]
@@ -1285,7 +1268,9 @@ class ModuleAnalysis:
             new = self._substitute(effect, bound, node, summary.node, env)
             current = env.get(owner)
             if rest and current is not None and current.container == "record" and "." not in rest:
-                env[owner] = current.with_item(Field(rest), new, strong=False)  # `report.lm = ...` in a helper
+                env[owner] = current.with_item(
+                    Field(rest), _into_record(new), strong=False
+                )  # `report.lm = ...` in a helper
                 continue
             if rest:
                 env[f"{owner}.{rest}"] = new
@@ -1329,7 +1314,10 @@ class ModuleAnalysis:
                 return base  # passed straight through: the caller's own value, where the caller wrote it
             # The helper took a view or a detach of an argument: the fix copies the argument where the
             # caller passes it (its entry), since the helper's own code may be shared or out of reach.
-            derived = frozenset(Alias(b.token + suffix, b.ops + alias.ops, b.entry, b.fixable) for b in base.aliases)
+            derived = frozenset(
+                Alias(b.token + suffix, b.ops + alias.ops, b.entry, b.fixable, b.via_record or alias.via_record)
+                for b in base.aliases
+            )
             keeps_dtype = all(op.kind in (AliasKind.DETACH, AliasKind.VIEW) for op in alias.ops)
             tensor = base.tensor or any(op.kind is not AliasKind.VIEW for op in alias.ops)
             same_shape = all(op.kind is AliasKind.DETACH for op in alias.ops)
@@ -1339,17 +1327,24 @@ class ModuleAnalysis:
             inner = self._substitute_alias(Alias(token[1]), bound, call, helper, env)
             if inner.container:
                 return inner.item(token[2])
-            return Val(frozenset(Alias(("item", b.token, token[2]), alias.ops) for b in inner.aliases))
+            return Val(
+                frozenset(
+                    Alias(("item", b.token, token[2]), alias.ops, None, True, b.via_record or alias.via_record)
+                    for b in inner.aliases
+                )
+            )
         if token[0] == "free":
             head, _, rest = token[1].partition(".")
             owner = bound.get(head, (None, None))[1]
             if owner is not None and rest and f"{owner}.{rest}" in env:
                 return env[f"{owner}.{rest}"]  # `self.last`, set by the caller before the call
             if owner is not None and rest:
-                return Val(frozenset({Alias(("free", f"{owner}.{rest}"), alias.ops)}))
+                return Val(frozenset({Alias(("free", f"{owner}.{rest}"), alias.ops, None, True, alias.via_record)}))
         # Allocated inside the helper (or a global of its module): a new object at each call site,
         # with no expression in the caller to put a copy after.
-        return Val(frozenset({Alias(("site", id(call), self._passes, token), alias.ops, None, False)}))
+        return Val(
+            frozenset({Alias(("site", id(call), self._passes, token), alias.ops, None, False, alias.via_record)})
+        )
 
     def _declared(self, annotation: cst.Annotation | None) -> Declared | None:
         return declared(self.module.code_for_node(annotation.annotation)) if annotation is not None else None
@@ -1467,7 +1462,9 @@ class ModuleAnalysis:
         kind = method_alias_kind(name)
         if name in ARRAY_METHODS and receiver.aliases:  # the copy must go before `.numpy()`: keep the receiver's entry
             op = Op(AliasKind.VIEW, f".{name}()")
-            return Val(frozenset(Alias(a.token, a.ops + (op,), a.entry, a.fixable) for a in receiver.aliases))
+            return Val(
+                frozenset(Alias(a.token, a.ops + (op,), a.entry, a.fixable, a.via_record) for a in receiver.aliases)
+            )
         if is_tensor_method(name) or (self.torch_module and kind is not None and name not in AMBIGUOUS_METHODS):
             self._tensor_tokens.update(a.token for a in receiver.aliases)
         # A method of a value in a module that imports torch is evidence; a function of an imported
@@ -1577,7 +1574,7 @@ class ModuleAnalysis:
 
 def _as_mapping(param: Val) -> Val:
     """A helper's parameter used as a container: its entries are the caller's, looked up at the call."""
-    entries = Val(frozenset(Alias(("item", a.token, None)) for a in param.aliases))
+    entries = Val(frozenset(Alias(("item", a.token, None), (), None, True, a.via_record) for a in param.aliases))
     return Val(param.aliases, container="dict", items=((None, entries),))
 
 
@@ -1586,6 +1583,15 @@ def _literal_length(val: Val) -> int | None:
     if val.container == "seq" and all(isinstance(k, int) for k, _ in val.items):
         return len(val.items)
     return None
+
+
+def _into_record(val: Val) -> Val:
+    """`val` as a record's field holds it: every storage in it marked `via_record`."""
+    return dataclasses.replace(
+        val,
+        aliases=frozenset(dataclasses.replace(a, via_record=True) for a in val.aliases),
+        items=tuple((k, _into_record(v)) for k, v in val.items),
+    )
 
 
 def _without_aliases(val: Val) -> Val:

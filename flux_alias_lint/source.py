@@ -189,15 +189,25 @@ def check_compiles(source: SourceFile) -> None:
             pass  # limits of the compiler, not errors in the file: `nesting_depth` judges nesting
 
 
+def _parses_as_3_12(text: str) -> bool:
+    import libcst as cst  # only for this rare message: libcst reads newer syntax than the running Python
+
+    try:
+        cst.parse_module(text, config=cst.PartialParserConfig(python_version="3.12"))
+    except Exception:  # noqa: BLE001 - any refusal means: not 3.12 syntax either
+        return False
+    return True
+
+
 def _refusal(source: SourceFile, error: SyntaxError) -> SourceError:
     if any(reason in error.msg for reason in _NESTING_ERRORS):
         return SourceError(source.path, f"too deeply nested for Python's parser ({error.msg})")
     hint = ""
     if error.msg.startswith("Missing parentheses in call to"):
         hint = " (Python 2 code?)"
-    elif error.msg.startswith("f-string") and sys.version_info < (3, 12):
+    elif error.msg.startswith("f-string") and sys.version_info < (3, 12) and _parses_as_3_12(source.text):
         # Quotes, backslashes and comments inside f-string braces are Python 3.12 syntax (PEP 701).
-        hint = " (Python 3.12 syntax? set requires-python or target-version)"
+        hint = " (Python 3.12 syntax: set requires-python or target-version)"
     return SourceError(source.path, f"syntax error at {error.lineno}:{error.offset}: {error.msg}{hint}")
 
 

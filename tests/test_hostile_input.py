@@ -60,7 +60,7 @@ BAD: dict[str, tuple[bytes | None, str]] = {
 if sys.version_info < (3, 12):  # newer Pythons parse it
     BAD["fstring_quotes.py"] = (
         b'd = {}\nx = f"{d["k"]}"\n',
-        "(Python 3.12 syntax? set requires-python or target-version)",
+        "(Python 3.12 syntax: set requires-python or target-version)",
     )
 GOOD: dict[str, bytes] = {
     "empty.py": b"",

@@ -312,6 +312,18 @@ RECORD_CASES = {
     "record_report_reached": "def loss_func(x):\n    loss = x.sum()\n    return loss, R(loss.detach())\n" + HANDED_OVER,
     "record_in_dict_reached": "def loss_func(x):\n    loss = x.sum()\n    return loss, {'s': R(lm=loss[0:1])}\n"
     + HANDED_OVER,
+    "subscript_of_a_join": "def f(x, c):\n    loss = x.sum()\n    r = {'lm': loss.clone()} if c else R(lm=loss.detach())\n"
+    "    return loss, {'lm': r['lm']}\n",
+    "join_of_a_join": "def f(x, c, e):\n    loss = x.sum()\n"
+    "    r = {'lm': loss.clone()} if e else ({'lm': loss.clone()} if c else R(lm=loss.detach()))\n    return loss, r\n",
+    "attribute_of_a_join": "def f(x, c):\n    loss = x.sum()\n    r = R(lm=loss.detach()) if c else {'lm': loss[0:1]}\n"
+    "    return loss, {'lm': r.lm}\n",
+    "get_of_a_join": "def f(x, c):\n    loss = x.sum()\n    r = {'lm': loss.clone()} if c else R(lm=loss.detach())\n"
+    "    return loss, {'lm': r.get('lm')}\n",
+    "helper_subscripts": (
+        "def pick(r):\n    return r['lm']\n\n\n"
+        "def f(x):\n    loss = x.sum()\n    return loss, {'lm': pick(R(lm=loss.detach()))}\n"
+    ),
     "field_set_later_reached": (
         "def loss_func(x):\n    loss = x.sum()\n    r = R()\n    r.lm = loss.data\n    return loss, r\n" + HANDED_OVER
     ),

@@ -253,3 +253,13 @@ def test_a_field_read_out_of_a_record_still_needs_a_rescaling_caller(
     assert _report_paths(tmp_path, body) == []
     reached = body.replace("unreached_loss", "loss_func")  # HEAD's forward step hands `loss_func` over
     assert _report_paths(tmp_path, reached) == ['FAL001 report["lm"] megatron']
+
+
+def test_reading_an_unrelated_field_leaves_the_function_checked(tmp_path: pathlib.Path):
+    body = """\
+    def unreached_loss(output_tensor):
+        config = Report(n=2)
+        loss = output_tensor.sum() * config.n
+        return loss, {"lm": loss.detach()}
+    """
+    assert _report_paths(tmp_path, body) == ['FAL001 report["lm"] unreached']
