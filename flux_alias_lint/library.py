@@ -21,7 +21,7 @@ import warnings
 import libcst as cst
 
 from .evidence import Declared, declared_returns
-from .project import find_module
+from .project import derived_classes, find_module
 from .source import SourceError, read_bytes
 from .triage import module_imports, summarisable
 
@@ -86,7 +86,7 @@ class Library:
         inherits from a class of this file; else (or without an owner) the method of the one class of
         this file that defines it."""
         definitions = self._definitions()
-        if owner is not None and any(f"{c}.{name}" in definitions for c in self._derived(owner)):
+        if owner is not None and any(f"{c}.{name}" in definitions for c in derived_classes(self._classes, owner)):
             return None  # `self` may be a subclass's instance, whose own `name` runs: not known which
         for _ in range(5 if owner is not None else 0):  # as deep as the project index follows bases
             if f"{owner}.{name}" in definitions:
@@ -104,16 +104,6 @@ class Library:
         """The bases of class `name` that are classes of this file."""
         cls = self._classes.get(name)
         return [b.id for b in cls.bases if isinstance(b, ast.Name) and b.id in self._classes] if cls else []
-
-    def _derived(self, name: str) -> set[str]:
-        """The classes of this file deriving from class `name`, at any depth."""
-        found: set[str] = set()
-        for _ in range(5):
-            more = {c for c in self._classes if c not in found and ({name} | found) & set(self._bases(c))}
-            if not more:
-                break
-            found |= more
-        return found
 
     def class_at(self, line: int) -> str | None:
         """The module-level class of this file whose lines hold `line`."""

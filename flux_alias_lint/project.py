@@ -73,6 +73,7 @@ _MEGATRON_GATES = (
 )
 _SIGNATURE_START = re.compile(rb"def \w+\(\s*(?:self,\s*)?\Z")
 _RESCALES = (b"*=", b"/=", b".div_(", b".mul_(")
+_RESCALING_METHODS = ("div_", "mul_")
 
 
 def _gates(data: bytes) -> tuple[set[int], set[int]]:
@@ -500,24 +501,12 @@ class ProjectIndex:
     def _overrides(self, module: _Module, cls: ast.ClassDef, name: str) -> list[ast.AST]:
         """The methods `name` of the classes of the module that derive from `cls`: `self.name` in
         `cls` may run any of them (a base class's `forward_step` is often abstract)."""
-        found: list[ast.AST] = []
-        bases = {cls.name}
-        for _ in range(4):  # subclasses of subclasses, as deep as `_methods` follows bases
-            derived = [
-                c
-                for c in module.classes.values()
-                if c.name not in bases and any(isinstance(b, ast.Name) and b.id in bases for b in c.bases)
-            ]
-            if not derived:
-                break
-            for subclass in derived:
-                bases.add(subclass.name)
-                found += [
-                    m
-                    for m in subclass.body
-                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == name
-                ]
-        return found
+        return [
+            m
+            for subclass in derived_classes(module.classes, cls.name)
+            for m in module.classes[subclass].body
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == name
+        ]
 
     def _is_loss_reduction(self, module: _Module, cls: ast.ClassDef, depth: int) -> bool:
         for base in cls.bases:
@@ -552,9 +541,8 @@ class ProjectIndex:
         function to it rescales nothing. A schedule outside the project is taken to be a current one."""
         directory = os.path.dirname(importer.path)
         if directory not in self._schedules:  # one lookup per directory: every gated file asks
-            anyone = os.path.join(
-                directory, "<importer>"
-            )  # the answer is the directory's, even for the schedule itself
+            # Asked for the directory, not a file in it: the schedule module itself gets the same answer.
+            anyone = os.path.join(directory, "<importer>")
             found = (find_module(anyone, dotted, 0) for dotted in _SCHEDULE_MODULES)
             self._schedules[directory] = next((path for path in found if path is not None), None)
         path = self._schedules[directory]
@@ -694,32 +682,18 @@ class ProjectIndex:
         return self._mentions[key]
 
     def _in_place_evidence(self, module: _Module, scope: list[ast.AST], function: ast.AST) -> None:
-        unpacked: list[tuple[ast.Assign, str]] = []
-        rescaled: dict[str, int] = {}
-        for stmt in _body_walk(function):
-            if (
-                isinstance(stmt, ast.Assign)
-                and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Tuple)
-                and len(stmt.targets[0].elts) in (2, 3)
-                and isinstance(stmt.targets[0].elts[0], ast.Name)
-                and isinstance(stmt.value, ast.Call)
-            ):
-                unpacked.append((stmt, stmt.targets[0].elts[0].id))
-            elif (
-                isinstance(stmt, ast.AugAssign)
-                and isinstance(stmt.target, ast.Name)
-                and isinstance(stmt.op, (ast.Mult, ast.Div))
-            ):
-                rescaled.setdefault(stmt.target.id, stmt.lineno)
-            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                func = stmt.value.func
-                if (
-                    isinstance(func, ast.Attribute)
-                    and func.attr in ("div_", "mul_")
-                    and isinstance(func.value, ast.Name)
-                ):
-                    rescaled.setdefault(func.value.id, stmt.lineno)
+        nodes = list(_body_walk(function))
+        rescaled = _rescaled_in_place(nodes)
+        unpacked = [
+            (stmt, stmt.targets[0].elts[0].id)
+            for stmt in nodes
+            if isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Tuple)
+            and len(stmt.targets[0].elts) in (2, 3)
+            and isinstance(stmt.targets[0].elts[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+        ]
         for assign, name in unpacked:
             line = rescaled.get(name)
             if line is None or line < assign.lineno:
@@ -759,6 +733,22 @@ def _argument(call: ast.Call, keyword: str, position: int | None) -> ast.expr | 
 def _calls_getter(call: ast.Call) -> bool:
     """`get_forward_backward_func()(...)`."""
     return isinstance(call.func, ast.Call) and _last_name(call.func.func) == "get_forward_backward_func"
+
+
+def derived_classes(classes: Mapping[str, ast.ClassDef], name: str) -> list[str]:
+    """The classes among `classes` (one module's, by name) deriving from class `name` through bases
+    named there, at any depth up to 4, in the module's order."""
+    found: set[str] = set()
+    for _ in range(4):
+        more = {
+            c.name
+            for c in classes.values()
+            if c.name not in found and any(isinstance(b, ast.Name) and b.id in found | {name} for b in c.bases)
+        }
+        if not more:
+            break
+        found |= more
+    return [c for c in classes if c in found]
 
 
 def _text_of(path: str) -> bytes:
@@ -843,17 +833,22 @@ def _rescaled_results(function: ast.AST, callee: str) -> set[str] | None:
                 for target in stmt.targets:
                     elements = target.elts if isinstance(target, ast.Tuple) else [target]
                     results.update(e.id for e in elements if isinstance(e, ast.Name))
-    if not results:
-        return None
-    rescaled = set()
+    return results & set(_rescaled_in_place(nodes)) if results else None
+
+
+def _rescaled_in_place(nodes: Iterable[ast.AST]) -> dict[str, int]:
+    """The names rescaled in place among `nodes` (`x /= n`, `x *= k`, `x.div_(n)`, `x.mul_(k)` as a
+    statement), each with the first line doing it."""
+    rescaled: dict[str, int] = {}
     for stmt in nodes:
         target = None
         if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Mult, ast.Div)):
             target = stmt.target
-        elif isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Attribute) and stmt.func.attr in ("div_", "mul_"):
-            target = stmt.func.value
-        if isinstance(target, ast.Name) and target.id in results:
-            rescaled.add(target.id)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = stmt.value.func
+            target = func.value if isinstance(func, ast.Attribute) and func.attr in _RESCALING_METHODS else None
+        if isinstance(target, ast.Name):
+            rescaled.setdefault(target.id, stmt.lineno)
     return rescaled
 
 
