@@ -1154,8 +1154,10 @@ class ModuleAnalysis:
             if arg.keyword is not None:
                 key = Field(arg.keyword.value)
             elif arg.star:  # `*values`, `**fields`: any field may get any of their entries
-                val = join_all([v for _, v in val.items]) if val.container else val
                 position = None
+                if val.container and not val.items:
+                    continue  # `**{}`: nothing given
+                val = join_all([v for _, v in val.items]) if val.container else val
             elif position is not None and position < len(record.fields):
                 key, position = Field(record.fields[position]), position + 1
             result = result.with_item(key, _into_record(val), strong=key is not None)

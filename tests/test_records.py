@@ -135,6 +135,25 @@ def _report_paths(tmp_path: pathlib.Path, body: str, files: dict[str, str] | Non
             [],
             id="own __init__ is not followed",
         ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                extra = {}
+                return loss, Report(loss.detach(), **extra)
+            """,
+            ["FAL001 report.lm megatron"],
+            id="empty mapping spread into the fields",
+        ),
+        pytest.param(
+            """\
+            def loss_func(output_tensor):
+                loss = output_tensor.sum()
+                return loss, Pair(loss.detach(), *[])
+            """,
+            ["FAL001 report.a megatron"],
+            id="empty sequence spread into the fields",
+        ),
     ],
 )
 def test_record_fields_where_megatron_calls(tmp_path: pathlib.Path, body: str, expected: list[str]):
