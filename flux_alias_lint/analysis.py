@@ -138,7 +138,8 @@ class Val:
     dtype: str | None = None
     length: int | None = None  # size of dimension 0 where known (`torch.stack([a, b])`): resolves x[-1]
     # Positive evidence that it may be a tensor: a torch call or tensor-only method made it, a `Tensor`
-    # annotation, any method call in a module that imports torch, or arithmetic on such a value.
+    # annotation, any method call in a module that imports torch (not the parts of its result unpacked
+    # into names), or arithmetic on such a value.
     tensor: bool = False
     function: cst.FunctionDef | None = None  # a nested def bound to this name: its calls use its summary
 
@@ -469,6 +470,8 @@ class ModuleAnalysis:
         # Storages a tensor-only method or a torch function was applied to somewhere: `x.detach()`
         # anywhere in a function is evidence that `x` is a tensor everywhere in it.
         self._tensor_tokens: set[Token] = set()
+        # Method calls whose result is a tensor only by that guess (`_call_method`), by node id.
+        self._guessed_sites: set[int] = set()
         self.findings: dict[tuple[int, str], RawFinding] = {}
         self._analyzed: set[int] = set()
         self._loops: list[_Loop] = []
@@ -573,7 +576,12 @@ class ModuleAnalysis:
         # Without a dict report or evidence that the loss is a tensor, only a caller known to
         # rescale it (the project index's context, applied in lint.py) makes this a finding:
         # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
-        proof_needed = report.container != "dict" or not self._may_be_tensor(backprop) or self._without_grad()
+        proof_needed = (
+            report.container != "dict"
+            or not self._may_be_tensor(backprop)
+            or self._without_grad()
+            or all(a.detached for a in backprop.aliases)  # `out.detach()`: nothing to backpropagate either
+        )
         backprop_src = self._backprop_source(node, backprop)
         for path, leaf in _leaves(report):
             if not path and report.container:
@@ -918,7 +926,12 @@ class ModuleAnalysis:
             # (`loss, report = f()`) yields distinct objects: position `index` is its own storage.
             op = Op(AliasKind.VIEW, "[i]" if index is None else f"[{index}]", unpacked=index is not None)
             aliases = frozenset(a.derive(op, node, index, fixable=False) for a in val.aliases)
-            return Val(aliases, dtype=val.dtype, tensor=val.tensor)
+            # A method result guessed a tensor (in a module that imports torch) but unpacked into
+            # names is a tuple: its parts are no evidence (`loss, metrics = self.model.step()`).
+            guessed = index is not None and all(
+                not a.ops and a.token[0] == "site" and a.token[1] in self._guessed_sites for a in val.aliases
+            )
+            return Val(aliases, dtype=val.dtype, tensor=val.tensor and not guessed)
         return Val(immutable=val.immutable)
 
     # ---- expressions --------------------------------------------------------------
@@ -1130,14 +1143,15 @@ class ModuleAnalysis:
         kind = self._declared_return(func, env)
         if isinstance(func, cst.Attribute) and kind is None:
             return self._call_method(func, node, env)
-        self._eval(func, env)
+        callee = self._eval(func, env)
         for arg in node.args:
             self._eval(arg.value, env)
         if kind is Declared.IMMUTABLE:
             return IMMUTABLE
         # An unknown function (`runtime_of(node)`, a callable argument) is no evidence of a tensor, even in a
-        # module that imports torch: only its annotation is. Methods are (`_call_method`).
-        return self._fresh(node, tensor=kind is Declared.TENSOR)
+        # module that imports torch: only its annotation is, or a torch function having made the callee
+        # (`loss_fct = torch.nn.CrossEntropyLoss()`). Methods are (`_call_method`).
+        return self._fresh(node, tensor=kind is Declared.TENSOR or callee.tensor)
 
     def _call_record(self, func: cst.BaseExpression, node: cst.Call, env: Env) -> Val | None:
         """`Report(lm=loss.detach(), n=n)`: a record of the file or of the project, holding what it is given."""
@@ -1475,6 +1489,8 @@ class ModuleAnalysis:
         tensor = receiver.tensor or (self.torch_module and not of_module) or is_tensor_method(name)
         if kind is None:
             dtype = receiver.dtype if name == "clone" else None
+            if tensor and not (receiver.tensor or is_tensor_method(name)):
+                self._guessed_sites.add(id(node))
             return self._fresh(node, dtype, tensor=tensor)
         dtype = receiver.dtype
         if kind is AliasKind.MAY_RETURN_SELF:
