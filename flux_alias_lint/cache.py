@@ -49,13 +49,14 @@ from .project import (
     ProjectIndex,
     Reach,
     Step,
+    collect_evidence,
     project_roots,
     python_files,
 )
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
-from .source import SourceError, collections_paused, read_bytes, read_regular
+from .source import SourceError, read_bytes, read_regular
 
 CACHE_DIR_NAME = ".flux-alias-lint-cache"
 _RACY_NS = 2_000_000_000
@@ -291,23 +292,23 @@ def _write_markers(directory: Path) -> None:
             marker.write_text(text)
 
 
-def project_reached(paths: Sequence[str], directory: Path | None) -> dict[str, dict[int, Reach]]:
+def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1) -> dict[str, dict[int, Reach]]:
     """`ProjectIndex.for_paths(paths).reached_by_path()`, kept in `directory` file by file: each file
     the gate let through, with its evidence and the stamps of the files it was resolved against.
     A later run stats the project and re-derives only the files that changed or whose
     dependencies did (a pre-commit run over a few edited files); a file added or removed, another
     working directory (the steps' paths are shown from it) or another tool build rebuilds it all.
-    Any other content of the file is rebuilt from scratch."""
+    Any other content of the file is rebuilt from scratch. `jobs`: see `collect_evidence`."""
     roots = project_roots(paths)
     files = {root: list(python_files(root)) for root in roots}
+    order = [path for root in roots for path in files[root]]
     if directory is None:
-        with collections_paused():
-            return ProjectIndex(roots, files).reached_by_path()
+        evidence, _ = collect_evidence(roots, files, jobs)
+        return ProjectIndex.merged(evidence[path] for path in order if path in evidence).reached_by_path()
     index_file = directory / "index.json"
     key = f"{_build_fingerprint()} {os.getcwd()} {roots}"
     stamps = {path: _trusted_stamp(path) for root in roots for path in files[root]}
     old = _load_index(index_file, key)
-    order = [path for root in roots for path in files[root]]
     if old is not None and set(old[0]) == set(stamps):
         old_stamps, old_gated = old
         redo = {p for p in order if stamps[p] is None or stamps[p] != old_stamps[p]}
@@ -320,10 +321,11 @@ def project_reached(paths: Sequence[str], directory: Path | None) -> dict[str, d
     else:
         redo, gated = set(order), {}
     if redo:
-        with collections_paused():
-            partial = ProjectIndex(roots, {root: [p for p in files[root] if p in redo] for root in roots})
-        for path, evidence in partial.evidence.items():
-            deps = {d: _trusted_stamp(d) for d in sorted(partial.depends_on[path])}
+        found, depends_on = collect_evidence(
+            roots, {root: [p for p in files[root] if p in redo] for root in roots}, jobs
+        )
+        for path, evidence in found.items():
+            deps = {d: _trusted_stamp(d) for d in sorted(depends_on[path])}
             gated[path] = (deps, evidence)
         with contextlib.suppress(OSError):
             _write(index_file, _index_rows(key, stamps, gated))

@@ -21,7 +21,7 @@ from .config import UNREACHED_CHOICES, Config, ConfigError, Resolver, check_sele
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .gitignore import GitIgnore
 from .output import FORMATTERS, format_fixes, format_statistics, summary
-from .parallel import check_files
+from .parallel import check_files, default_jobs
 from .progress import progress_wanted, run_summary, track
 from .project import UNREACHED, ProjectIndex, Reaches
 from .rules import RULES
@@ -315,7 +315,7 @@ def _check(args: argparse.Namespace) -> int:
         if not files and not errors:
             print("flux-alias-lint: warning: No Python files found under the given path(s)", file=sys.stderr)
         index_cache = None if args.no_cache or not files else settings.cache_dir(files[0])
-        reached = project_reached(files, index_cache)
+        reached = project_reached(files, index_cache, args.jobs or default_jobs())
         pending = _check_grouped(files, settings, _mode(args), reached)
         if not args.quiet and progress_wanted(sys.stderr):
             pending = track(pending, len(files))

@@ -25,12 +25,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import multiprocessing
 import os
 import re
+import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from .source import SourceError, read_bytes
+from .source import SourceError, collections_paused, read_bytes
 
 MEGATRON = "megatron"
 IN_PLACE_CALLER = "in-place-caller"
@@ -281,6 +283,40 @@ class _Bound:
     arguments: dict[str, ast.expr]  # parameter name -> the argument bound to it
 
 
+# What a name bound to a loss function may be assigned (`_named`).
+_CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp)
+
+# Below this many files, forking workers for the index costs more than it saves.
+_FORK_FILES = 256
+
+
+def collect_evidence(
+    roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1
+) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
+    """`ProjectIndex(roots, files)`'s `evidence` and `depends_on`. Each file's are its own (what it
+    resolves against is read whatever else is collected), so `jobs` forked processes collect a
+    share of the files each: the index is most of what a cold run does before checking any file."""
+    count = sum(len(paths) for paths in files.values())
+    if jobs <= 1 or count < _FORK_FILES or sys.platform != "linux":
+        return _collected(roots, files)
+    shares = [{root: list(paths[k::jobs]) for root, paths in files.items()} for k in range(jobs)]
+    evidence: dict[str, Evidence] = {}
+    depends_on: dict[str, set[str]] = {}
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for found, deps in pool.map(functools.partial(_collected, roots), shares):
+            evidence.update(found)
+            depends_on.update(deps)
+    return evidence, depends_on
+
+
+def _collected(
+    roots: Sequence[str], files: Mapping[str, Sequence[str]]
+) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
+    with collections_paused():
+        index = ProjectIndex(roots, files)
+    return index.evidence, index.depends_on
+
+
 class ProjectIndex:
     """Contexts of the functions in one or more projects, by (real path, def line).
 
@@ -427,13 +463,17 @@ class ProjectIndex:
                 if isinstance(stmt, ast.Return) and stmt.value is not None and not isinstance(stmt.value, ast.Call)
                 for found in self._resolve(target_module, _scope_of(target_module, factory), stmt.value, depth + 1)
             ]
+        if isinstance(node, ast.IfExp):
+            return self._resolve(module, scope, node.body, depth + 1) + self._resolve(
+                module, scope, node.orelse, depth + 1
+            )
         if isinstance(node, ast.Name):
             # A closure, or a name bound to a partial or lambda in an enclosing function or the module.
-            defs, value = self._named(module, scope, node.id)
+            defs, values = self._named(module, scope, node.id)
             if defs:
                 return [(module, d) for d in defs]
-            if value is not None:
-                return self._resolve(module, scope, value, depth + 1)
+            if values:
+                return [found for value in values for found in self._resolve(module, scope, value, depth + 1)]
             if node.id in module.functions:
                 return [(module, module.functions[node.id])]
             if node.id in module.imports:
@@ -449,23 +489,27 @@ class ProjectIndex:
             return self._resolve_dotted(module, f"{target}.{node.attr}", level, depth + 1)
         return []
 
-    def _named(self, module: _Module, scope: list[ast.AST], name: str) -> tuple[list[ast.AST], ast.expr | None]:
+    def _named(self, module: _Module, scope: list[ast.AST], name: str) -> tuple[list[ast.AST], list[ast.expr]]:
         """What `name` means in the innermost function of `scope` (or the module) that binds it: every
-        def of it there (each branch of an `if` may define its own), else the lambda or call assigned
-        to it. A class body is no enclosing scope of its methods: `name` there is not `self.name`."""
+        def of it there (each branch of an `if` may define its own), else every callable assigned to
+        it (a lambda, a call such as a partial, a name or attribute, a conditional of them: each
+        branch may assign its own). A class body is no enclosing scope of its methods: `name` there
+        is not `self.name`."""
         for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
             nodes = list(_body_walk(function))
             defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
             if defs:
-                return defs, None
-            for stmt in nodes:
-                if (
-                    isinstance(stmt, ast.Assign)
-                    and isinstance(stmt.value, (ast.Lambda, ast.Call))
-                    and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
-                ):
-                    return [], stmt.value
-        return [], None
+                return defs, []
+            values = [
+                stmt.value
+                for stmt in nodes
+                if isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, _CALLABLE_VALUES)
+                and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+            ]
+            if values:
+                return [], values
+        return [], []
 
     def _resolve_dotted(self, importer: _Module, dotted: str, level: int, depth: int) -> list[tuple[_Module, ast.AST]]:
         """`pkg.mod.f` (or `pkg.mod.Class.f`), imported by `importer`, to the function in the project."""
@@ -617,10 +661,8 @@ class ProjectIndex:
 
     def _partial(self, module: _Module, scope: list[ast.AST], node: ast.expr) -> ast.Call | None:
         """`functools.partial(...)` as handed over: the call itself, or the one a name is bound to."""
-        if isinstance(node, ast.Name):
-            node = self._named(module, scope, node.id)[1] or node
-        is_partial = isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args
-        return node if is_partial else None
+        values = self._named(module, scope, node.id)[1] if isinstance(node, ast.Name) else [node]
+        return next((v for v in values if isinstance(v, ast.Call) and _last_name(v.func) == "partial" and v.args), None)
 
     def _reach_argument(self, bound: _Bound, parameter: str, steps: tuple[Step, ...]) -> None:
         """What the hand-off's partial binds to `parameter` is a loss function Megatron calls: the

@@ -15,6 +15,7 @@ from fixture_corpus import project_cases
 from test_project_runs import HELPER, LIST_LOSS, LOSS, TRAIN  # the two-module project of those tests
 
 from flux_alias_lint import parallel, triage
+from flux_alias_lint import project as index_module
 from flux_alias_lint.cli import main
 
 PROJECT_CASES = project_cases()
@@ -46,6 +47,7 @@ def test_every_path_to_the_findings_agrees(case, tmp_path: pathlib.Path, capsys,
     project = _copy(case.folder, tmp_path)
     cache = str(tmp_path / "cache")
     monkeypatch.setattr(parallel, "_IN_PROCESS_BYTES", 0)  # two jobs really are two worker processes
+    monkeypatch.setattr(index_module, "_FORK_FILES", 0)  # for the index too
     reference = _check(capsys, str(project), "--no-cache", "--jobs", "1")
     assert _check(capsys, str(project), "--no-cache", "--jobs", "2") == reference
     assert _check(capsys, str(project), "--cache-dir", cache, "--jobs", "2") == reference  # cold

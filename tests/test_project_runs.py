@@ -363,3 +363,26 @@ def test_stdin_reads_no_other_file(tmp_path: pathlib.Path, monkeypatch, capsys) 
     rows = json.loads(capsys.readouterr().out)
     assert [(r["line"], r["code"], r["context"]) for r in rows] == [(11, "FAL001", "megatron")]
     assert opened == []
+
+
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        "    loss_func = functools.partial(copying, m) if m is None else functools.partial(masked, m)\n",
+        "    if m is None:\n        loss_func = copying\n    else:\n        loss_func = masked\n",
+        "    loss_func = copying\n    if m is not None:\n        loss_func = functools.partial(masked, m)\n",
+    ],
+    ids=["conditional expression", "names in branches", "rebound in a branch"],
+)
+def test_every_loss_function_a_forward_step_may_return_is_reached(tmp_path: pathlib.Path, capsys, chosen: str) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "losses.py").write_text(
+        LIST_LOSS + "\n\ndef copying(out):\n    loss = torch.sum(out)\n    return loss, [loss.detach().clone()]\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import functools\n\nfrom losses import copying, masked\n\n\n"
+        "def forward_step(data_iterator, model):\n    m = next(data_iterator)\n"
+        + chosen
+        + "    return model(m), loss_func\n"
+    )
+    assert _check(capsys, str(tmp_path), "--no-cache") == [("losses.py", 6, "FAL001", "megatron")]
