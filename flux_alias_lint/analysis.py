@@ -481,6 +481,8 @@ class ModuleAnalysis:
         self._work = 0  # statements analysed so far
         self._work_limit = 0  # beyond this much work, the current function degrades (`_degraded`)
         self._carried: dict[int, Env] = {}  # per loop: the state its last analysis reached
+        # In a loop unrolled over a dict's entries (`_unrolled_loop_exits`): its key name -> this pass's key.
+        self._loop_keys: dict[str, Key | _OtherKeys] = {}
 
     # ---- entry points -------------------------------------------------------------
 
@@ -651,7 +653,7 @@ class ModuleAnalysis:
             if isinstance(stmt, cst.If):
                 outcomes = self._if_branches(stmt, env)
             elif isinstance(stmt, (cst.For, cst.While)):
-                outcomes = self._loop_exits(stmt, env)
+                outcomes = self._loop_outcomes(stmt, env)
             else:
                 env = self._exec(stmt, env)
                 continue
@@ -686,7 +688,7 @@ class ModuleAnalysis:
         if isinstance(stmt, cst.If):
             return join_envs(self._if_branches(stmt, env))
         if isinstance(stmt, (cst.For, cst.While)):
-            return join_envs(self._loop_exits(stmt, env))
+            return join_envs(self._loop_outcomes(stmt, env))
         if isinstance(stmt, (cst.Try, cst.TryStar)):
             return self._exec_try(stmt, env)
         if isinstance(stmt, cst.With):
@@ -713,10 +715,11 @@ class ModuleAnalysis:
     def _if_branches(self, stmt: cst.If, env: Env) -> list[Env | None]:
         """The environment after each branch of an if/elif/else chain (None: the branch left)."""
         self._eval(stmt.test, env)
-        then = self._exec_suite(stmt.body, dict(env))
+        then = self._exec_suite(stmt.body, _narrowed(stmt.test, dict(env), holds=True))
+        otherwise = _narrowed(stmt.test, dict(env), holds=False)
         if isinstance(stmt.orelse, cst.If):
-            return [then, *self._if_branches(stmt.orelse, dict(env))]
-        return [then, self._exec_orelse(stmt.orelse, dict(env))]
+            return [then, *self._if_branches(stmt.orelse, otherwise)]
+        return [then, self._exec_orelse(stmt.orelse, otherwise)]
 
     def _exec_orelse(self, orelse: cst.If | cst.Else | None, env: Env) -> Env | None:
         if orelse is None:
@@ -755,6 +758,56 @@ class ModuleAnalysis:
         self._carried[id(stmt)] = state
         if stmt.orelse:
             exits = [self._exec_orelse(stmt.orelse, dict(e)) if e is not None else None for e in exits]
+        return exits + loop.breaks
+
+    def _loop_outcomes(self, stmt: cst.For | cst.While, env: Env) -> list[Env | None]:
+        unrolled = self._unrolled_loop_exits(stmt, env) if isinstance(stmt, cst.For) else None
+        return unrolled if unrolled is not None else self._loop_exits(stmt, env)
+
+    def _unrolled_loop_exits(self, stmt: cst.For, env: Env) -> list[Env | None] | None:
+        """A loop over the entries of a dict whose keys are all known (`for k, v in d.items()`, `for k
+        in d`) runs its body once per entry, in order, with the key known in each pass: `d[k] = ...`
+        then replaces that entry (`for k, v in report.items(): report[k] = average(v)` leaves no old
+        entry behind), and `v` is the entry itself (`if v is None: continue` keeps a None there).
+        None: not such a loop."""
+        names = _unrollable(stmt)
+        if names is None or self._degraded():
+            return None
+        owner, key_name, value_name, rebound = names
+        container = env.get(owner)
+        if container is None or container.container != "dict" or not 0 < len(container.items) <= _UNROLLED_ENTRIES:
+            return None
+        keys = [key for key, _ in container.items]
+        # The entries of unknown keys (None) may come anywhere in the order: their pass is run where
+        # it is listed, which is sound only if a pass leaves nothing but its own entry to the next.
+        if not all(isinstance(key, (str, int)) for key in keys if key is not None) or (
+            None in keys and not rebound <= {key_name.value, *([value_name.value] if value_name else [])}
+        ):
+            return None
+        loop = _Loop()
+        self._loops.append(loop)
+        state: Env | None = env
+        for number, key in enumerate(keys):
+            assert state is not None
+            body_env = dict(state)
+            current = body_env.get(owner)
+            self._bind(key_name, IMMUTABLE, body_env)
+            if value_name is not None:  # the entry itself, not a read of it: narrowing `v` narrows the entry
+                entries = [v for k, v in current.items if k == key] if current is not None else []
+                body_env[value_name.value] = entries[0] if entries else Val()
+            self._loop_keys[key_name.value] = key if key is not None else _OTHER_KEYS
+            self._passes += (number,)
+            end = join_envs([self._exec_suite(stmt.body, body_env), *loop.continues])
+            self._passes = self._passes[:-1]
+            self._loop_keys.pop(key_name.value, None)
+            loop.continues.clear()
+            state = end
+            if state is None:  # every path left the loop (return, break)
+                break
+        self._loops.pop()
+        exits = [state]
+        if stmt.orelse and state is not None:
+            exits = [self._exec_orelse(stmt.orelse, dict(state))]
         return exits + loop.breaks
 
     def _widened_loop_state(self, stmt: cst.For | cst.While, env: Env, carried: Env) -> Env:
@@ -852,9 +905,18 @@ class ModuleAnalysis:
 
     # ---- binding ------------------------------------------------------------------
 
+    def _key_of(self, node: cst.BaseExpression, store: bool = False) -> Key | _OtherKeys:
+        """The constant an index is, or the key of this pass of an unrolled loop (`d[k]`); in the pass
+        over the entries of unknown keys, `_OTHER_KEYS` for a store (a read is of any entry: None)."""
+        if isinstance(node, cst.Name) and node.value in self._loop_keys:
+            key = self._loop_keys[node.value]
+            return key if store or key is not _OTHER_KEYS else None
+        return _constant_index(node)
+
     def _bind(self, target: cst.BaseExpression, val: Val, env: Env) -> None:
         if isinstance(target, cst.Name):
             env[target.value] = val
+            self._loop_keys.pop(target.value, None)  # rebound: no longer the pass's key
             return
         if isinstance(target, cst.Attribute):
             owner = dotted_name(target.value)
@@ -902,12 +964,21 @@ class ModuleAnalysis:
             return
         current = env.get(owner)
         index = target.slice[0].slice
-        key = _constant_index(index.value) if isinstance(index, cst.Index) else None
-        if current is not None and not current.container and self._is_summarised_parameter(current):
+        key = self._key_of(index.value, store=True) if isinstance(index, cst.Index) else None
+        # A helper's parameter, or a value given a string key (`metric = reduce(metric)`, then
+        # `metric["lm"] = ...`: a tensor has no string keys), is a mapping from here on.
+        if (
+            current is not None
+            and not current.container
+            and (self._is_summarised_parameter(current) or isinstance(key, str))
+        ):
             current = _as_mapping(current)
         if current is None or (current.container is None and current.aliases):
             return
         base = current if current.container else dataclasses.replace(current, container="dict")
+        if key is _OTHER_KEYS:  # the pass over the entries of unknown keys: each replaces its own
+            env[owner] = dataclasses.replace(base, items=tuple((k, val if k is None else v) for k, v in base.items))
+            return
         env[owner] = base.with_item(key, val, strong=key is not None)
 
     def _element_of(self, val: Val, node: cst.BaseExpression, index: int | None = None) -> Val:
@@ -1020,7 +1091,7 @@ class ModuleAnalysis:
             return None, "basic"
         assert isinstance(item, cst.Index)
         value = item.value
-        const = _constant_index(value)
+        const = self._key_of(value)
         if const is not None:
             return const, "const"
         if isinstance(value, (cst.Ellipsis)) or (isinstance(value, cst.Name) and value.value == "None"):
@@ -1466,6 +1537,8 @@ class ModuleAnalysis:
             receiver = Val(container="dict" if name in ("update", "setdefault") else "seq")  # a defaultdict's new entry
         if not receiver.container and name in _MAPPING_METHODS and self._is_summarised_parameter(receiver):
             receiver = _as_mapping(receiver)  # a helper's `report` or `metrics`: a dict until shown otherwise
+        if not receiver.container and receiver.aliases and name == "update" and _updates_a_mapping(node):
+            receiver = _as_mapping(receiver)  # `metric.update({"lm": ...})`, `metric.update(lm=...)`
         if receiver.container:
             result, updated = self._container_method(receiver, name, node, env)
             if updated is not None:
@@ -1588,6 +1661,106 @@ class ModuleAnalysis:
             pair = Val(container="seq", items=((0, IMMUTABLE), (1, receiver.item(None) if receiver.items else Val())))
             result = Val(container="seq", items=((None, pair),))
         return result, updated
+
+
+_UNROLLED_ENTRIES = 16  # a loop over a dict of more entries is analysed as any loop
+
+
+class _OtherKeys:
+    """The key of an unrolled loop's pass over a dict's entries of unknown keys (see `_store_item`)."""
+
+
+_OTHER_KEYS = _OtherKeys()
+
+
+def _unrollable(stmt: cst.For) -> tuple[str, cst.Name, cst.Name | None, set[str]] | None:
+    """(the dict, the key name, the value name, the names the body rebinds) of `for k, v in
+    d.items()`, `for k in d.keys()`, `for k in d`, where the body never rebinds `d` (the loop goes
+    on over the dict it started on)."""
+    iterated, target = stmt.iter, stmt.target
+    method = "keys"
+    if isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute) and not iterated.args:
+        method, iterated = iterated.func.attr.value, iterated.func.value
+    owner = dotted_name(iterated)
+    if owner is None or method not in ("items", "keys"):
+        return None
+    value_name: cst.Name | None = None
+    if method == "items":
+        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+        if len(elements) != 2 or not all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in elements
+        ):
+            return None
+        key_name, value_name = elements[0].value, elements[1].value  # type: ignore[assignment]
+    elif isinstance(target, cst.Name):
+        key_name = target
+    else:
+        return None
+    collector = _WholeRebinds()
+    stmt.body.visit(collector)
+    if owner in collector.names or owner.partition(".")[0] in collector.names or key_name.value == owner:
+        return None
+    return owner, key_name, value_name, collector.names
+
+
+class _WholeRebinds(cst.CSTVisitor):
+    """The names a suite assigns to as a whole (`d = ...`, `for d in`, `with ... as d`; not `d[k] = ...`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names.update(_target_names(node.target))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.names.update(_target_names(node.target))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.names.update(_target_names(node.target))
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names.update(_target_names(node.target))
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.names.update(_target_names(node.target))
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self.names.update(_target_names(node.name))
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self.names.update(_target_names(node.target))
+
+
+def _narrowed(test: cst.BaseExpression, env: Env, *, holds: bool) -> Env:
+    """`env` where `test` is `holds`: where `x is None` holds (`x is not None` fails), `x` is None, and
+    so is whatever holds the very same value (the entry of an unrolled loop's `v`)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
+        return env
+    target = test.comparisons[0]
+    is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+    operator = target.operator
+    if not is_none or not isinstance(operator, (cst.Is, cst.IsNot)) or holds != isinstance(operator, cst.Is):
+        return env
+    val = env.get(test.left.value)
+    if val is None or val is IMMUTABLE:
+        return env
+    for name, held in list(env.items()):
+        if held is val:
+            env[name] = IMMUTABLE
+        elif held.container in ("dict", "seq") and any(item is val for _, item in held.items):
+            env[name] = dataclasses.replace(
+                held, items=tuple((k, IMMUTABLE if item is val else item) for k, item in held.items)
+            )
+    return env
+
+
+def _updates_a_mapping(node: cst.Call) -> bool:
+    """`x.update(...)` given a dict display or keywords: `x` is a mapping (`pbar.update(1)` is not)."""
+    return any(
+        arg.keyword is not None or arg.star == "**" or isinstance(arg.value, (cst.Dict, cst.DictComp))
+        for arg in node.args
+    )
 
 
 def _as_mapping(param: Val) -> Val:

@@ -211,9 +211,10 @@ def _alone(lines: list[str], node: ast.stmt) -> bool:
 
 def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
     """A way to make a dict: a display or comprehension, a subscript store (the analysis turns a
-    number or None into a dict), a mapping constructor. (Else a call of a helper, whose summary may
-    give one: the caller asks `_Helpers`, which costs more.)"""
-    return "{" in span or "[" in span or any(name in span for name in mapping_names)
+    number or None into a dict), an `update` (given keywords, anything is one), a mapping
+    constructor. (Else a call of a helper, whose summary may give one: the caller asks `_Helpers`,
+    which costs more.)"""
+    return "{" in span or "[" in span or ".update(" in span or any(name in span for name in mapping_names)
 
 
 # What `_Flow._eval` may give a dict for (`D`), and a sequence (`S`), by the kind of the expression:
@@ -729,6 +730,11 @@ _LEAF_FIELDS = frozenset(
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _updates_a_mapping(node: ast.Call) -> bool:
+    """`analysis._updates_a_mapping`: `x.update(...)` given a dict display or keywords."""
+    return bool(node.keywords) or any(isinstance(arg, (ast.Dict, ast.DictComp)) for arg in node.args)
+
+
 def _is_mutation(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
 
@@ -737,7 +743,8 @@ def _is_mutation(node: ast.AST) -> bool:
 # (a lambda's body is one), the calls of names or of `self`'s methods (maybe summarised), whether
 # it has a display of 2 or 3 elements (what a returned name may be a report tuple through), and
 # whether it makes a dict itself: a display or comprehension, a subscript store (on a number or
-# None: `_bind`), a call of a method named like a mapping constructor (`collections.OrderedDict`).
+# None, or with a string key: `_bind`), an `update` given a dict or keywords, a call of a method
+# named like a mapping constructor (`collections.OrderedDict`).
 Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call], bool, bool]
 
 
@@ -752,6 +759,8 @@ def _walk(tree: ast.AST) -> Walk:
         kind = type(node)
         if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
             bindings.append(node)
+            if kind is ast.Call and node.func.attr == "update" and _updates_a_mapping(node):
+                makes_dict = True
         elif kind is ast.Call:
             if _helper_call(node) is not None:
                 calls.append(node)
@@ -912,7 +921,9 @@ class _Flow:
                     self._join(arg.arg, M)
         elif kind is ast.Call:
             owner = _dotted(node.func.value)
-            if owner is not None and self._get(owner) & (D | S):
+            if owner is not None and node.func.attr == "update" and _updates_a_mapping(node):
+                self._join(owner, D | _holding(self._arguments(node)))  # a mapping whatever it was
+            elif owner is not None and self._get(owner) & (D | S):
                 self._join(owner, _holding(self._arguments(node)))
 
     def _bind(self, target: ast.expr, flags: int) -> None:
@@ -924,7 +935,8 @@ class _Flow:
             owner = _dotted(target.value)
             if owner is not None:
                 current = self._get(owner)
-                if current & M:
+                key = target.slice.value if type(target.slice) is ast.Constant else None
+                if current & M or type(key) is str:  # a string key makes anything a mapping
                     self._join(owner, D | _holding(flags))
                 if current & (D | S):
                     self._join(owner, _holding(flags))

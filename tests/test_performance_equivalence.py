@@ -299,6 +299,29 @@ ADVERSARIAL = {
 
 # Records (dataclass reports): followed only where a rescaling caller is known, which the triage
 # keeps whole; wherever a field's value travels, triage on and off must agree.
+# An opaque value (what an unknown call returns) given a string key, or updated with a dict or keywords,
+# is a mapping from then on (ms-swift's `metric = self._all_reduce_metric(metric)`, then `metric[k] = v`).
+MAPPING_CASES = {
+    "string_key_into_opaque": "def f(x):\n    loss = x.sum()\n    m = reduce(x)\n    m['a'] = loss.detach()\n"
+    "    return loss, m\n",
+    "update_opaque_with_dict": "def f(x):\n    loss = x.sum()\n    m = self.reduce(x)\n    m.update({'a': loss.detach()})\n"
+    "    return loss, m\n",
+    "update_opaque_with_keywords": "def f(x):\n    loss = x.sum()\n    m = reduce(x)\n    m.update(a=loss.detach())\n"
+    "    return loss, m\n",
+    "update_opaque_with_a_number": "def f(x, pbar):\n    loss = x.sum()\n    pbar.update(1)\n    return loss, pbar\n",
+}
+
+
+def test_a_value_given_a_string_key_is_a_mapping() -> None:
+    flagged = {name: [f.report_path for f in check_source(text)] for name, text in MAPPING_CASES.items()}
+    assert flagged == {
+        "string_key_into_opaque": ['report["a"]'],
+        "update_opaque_with_dict": ['report["a"]'],
+        "update_opaque_with_keywords": ['report["a"]'],
+        "update_opaque_with_a_number": [],
+    }
+
+
 RECORD_HEAD = "import dataclasses\nimport torch\n\n\n@dataclasses.dataclass\nclass R:\n    lm: object = None\n\n\n"
 HANDED_OVER = "\n\ndef forward_step(data_iterator, model):\n    return model(next(data_iterator)), loss_func\n"
 RECORD_CASES = {
@@ -345,6 +368,7 @@ def _corpus_texts() -> list[tuple[str, str]]:
     ]
     texts += [(f"adversarial/{name}", text) for name, text in ADVERSARIAL.items()]
     texts += [(f"records/{name}", RECORD_HEAD + text) for name, text in RECORD_CASES.items()]
+    texts += [(f"mappings/{name}", text) for name, text in MAPPING_CASES.items()]
     rng = random.Random(11)
     for serial in range(150):
         texts.append((f"synthetic/{serial}", synthetic_corpus.module_text(rng, rng.randint(3, 12), loss_share=0.5)))
