@@ -483,6 +483,7 @@ class ModuleAnalysis:
         self._carried: dict[int, Env] = {}  # per loop: the state its last analysis reached
         # In a loop unrolled over a dict's entries (`_unrolled_loop_exits`): its key name -> this pass's key.
         self._loop_keys: dict[str, Key | _OtherKeys] = {}
+        self._loop_bodies: dict[int, tuple[set[str], set[tuple[str | None, str]]]] = {}  # `_assigned_in`, per loop
 
     # ---- entry points -------------------------------------------------------------
 
@@ -770,13 +771,18 @@ class ModuleAnalysis:
         then replaces that entry (`for k, v in report.items(): report[k] = average(v)` leaves no old
         entry behind), and `v` is the entry itself (`if v is None: continue` keeps a None there).
         None: not such a loop."""
-        names = _unrollable(stmt)
-        if names is None or self._degraded():
+        shape = _loop_over_entries(stmt)
+        if shape is None or self._degraded():
             return None
-        owner, key_name, value_name, rebound = names
+        owner, key_name, value_name = shape
         container = env.get(owner)
         if container is None or container.container != "dict" or not 0 < len(container.items) <= _UNROLLED_ENTRIES:
             return None
+        if id(stmt) not in self._loop_bodies:
+            self._loop_bodies[id(stmt)] = _assigned_in(stmt.body)
+        rebound, keyed_stores = self._loop_bodies[id(stmt)]
+        if owner in rebound or owner.partition(".")[0] in rebound or (owner, key_name.value) not in keyed_stores:
+            return None  # another dict by then, or nothing replaced entry by entry: analysed as any loop
         keys = [key for key, _ in container.items]
         # The entries of unknown keys (None) may come anywhere in the order: their pass is run where
         # it is listed, which is sound only if a pass leaves nothing but its own entry to the next.
@@ -1673,10 +1679,8 @@ class _OtherKeys:
 _OTHER_KEYS = _OtherKeys()
 
 
-def _unrollable(stmt: cst.For) -> tuple[str, cst.Name, cst.Name | None, set[str]] | None:
-    """(the dict, the key name, the value name, the names the body rebinds) of `for k, v in
-    d.items()`, `for k in d.keys()`, `for k in d`, where the body never rebinds `d` (the loop goes
-    on over the dict it started on)."""
+def _loop_over_entries(stmt: cst.For) -> tuple[str, cst.Name, cst.Name | None] | None:
+    """(the dict, the key name, the value name) of `for k, v in d.items()`, `for k in d.keys()`, `for k in d`."""
     iterated, target = stmt.iter, stmt.target
     method = "keys"
     if isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute) and not iterated.args:
@@ -1684,52 +1688,39 @@ def _unrollable(stmt: cst.For) -> tuple[str, cst.Name, cst.Name | None, set[str]
     owner = dotted_name(iterated)
     if owner is None or method not in ("items", "keys"):
         return None
-    value_name: cst.Name | None = None
-    if method == "items":
-        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
-        if len(elements) != 2 or not all(
-            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in elements
-        ):
-            return None
-        key_name, value_name = elements[0].value, elements[1].value  # type: ignore[assignment]
-    elif isinstance(target, cst.Name):
-        key_name = target
-    else:
+    if method == "keys":
+        return (owner, target, None) if isinstance(target, cst.Name) and target.value != owner else None
+    elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+    if len(elements) != 2 or not all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in elements):
         return None
-    collector = _WholeRebinds()
-    stmt.body.visit(collector)
-    if owner in collector.names or owner.partition(".")[0] in collector.names or key_name.value == owner:
-        return None
-    return owner, key_name, value_name, collector.names
+    key_name, value_name = elements[0].value, elements[1].value
+    assert isinstance(key_name, cst.Name) and isinstance(value_name, cst.Name)
+    return (owner, key_name, value_name) if key_name.value != owner else None
 
 
-class _WholeRebinds(cst.CSTVisitor):
-    """The names a suite assigns to as a whole (`d = ...`, `for d in`, `with ... as d`; not `d[k] = ...`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.names.update(_target_names(node.target))
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.names.update(_target_names(node.target))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.names.update(_target_names(node.target))
-
-    def visit_For(self, node: cst.For) -> None:
-        self.names.update(_target_names(node.target))
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.names.update(_target_names(node.target))
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self.names.update(_target_names(node.name))
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self.names.update(_target_names(node.target))
+def _assigned_in(body: cst.BaseSuite) -> tuple[set[str], set[tuple[str | None, str]]]:
+    """(the names a suite rebinds as a whole: `d = ...`, `for d in`, `with ... as d`, not `d[k] = ...`;
+    the (owner, key name) of its stores `d[k] = ...`), nested functions' included."""
+    rebound: set[str] = set()
+    keyed: set[tuple[str | None, str]] = set()
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        node = stack.pop()
+        targets: list[cst.BaseExpression] = []
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del)):
+            targets = [node.target]
+        elif isinstance(node, cst.AsName):
+            targets = [node.name]
+        elif isinstance(node, (cst.CompFor)):
+            targets = [node.target]
+        for target in targets:
+            rebound.update(_target_names(target))
+            if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+                index = target.slice[0].slice
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.Name):
+                    keyed.add((dotted_name(target.value), index.value.value))
+        stack.extend(_child_nodes(node))
+    return rebound, keyed
 
 
 def _narrowed(test: cst.BaseExpression, env: Env, *, holds: bool) -> Env:
