@@ -147,6 +147,8 @@ NUMBER_BUILTINS: frozenset[str] = frozenset({"int", "float", "len", "bool"})
 MAPPING_CONSTRUCTORS: frozenset[str] = frozenset(
     {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict"}
 )
+# Methods that put their arguments into the container they are called on (`report.update({...})`).
+CONTAINER_MUTATORS: frozenset[str] = frozenset({"append", "extend", "insert", "update", "setdefault"})
 
 
 # Methods only a `torch.Tensor` has (numpy, str, list and dict have none of them): a value one of

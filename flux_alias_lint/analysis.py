@@ -25,6 +25,7 @@ import libcst as cst
 from .aliasing import (
     AMBIGUOUS_METHODS,
     ARRAY_METHODS,
+    CONTAINER_MUTATORS,
     DTYPE_OF_METHOD,
     MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
@@ -326,10 +327,8 @@ class Summary:
     effects: dict[str, Val]
 
 
-# Methods that mutate the container they are called on.
-_ENTRY_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault"})
 # Methods that show a helper's parameter is a container, not a tensor.
-_MAPPING_METHODS = _ENTRY_MUTATORS | {"get", "items", "values"}
+_MAPPING_METHODS = CONTAINER_MUTATORS | {"get", "items", "values"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1539,7 +1538,7 @@ class ModuleAnalysis:
     def _call_method(self, func: cst.Attribute, node: cst.Call, env: Env) -> Val:
         name = func.attr.value
         receiver = self._eval(func.value, env)
-        if not receiver.container and name in _ENTRY_MUTATORS and self._is_tracked_entry(func.value, env):
+        if not receiver.container and name in CONTAINER_MUTATORS and self._is_tracked_entry(func.value, env):
             receiver = Val(container="dict" if name in ("update", "setdefault") else "seq")  # a defaultdict's new entry
         if not receiver.container and name in _MAPPING_METHODS and self._is_summarised_parameter(receiver):
             receiver = _as_mapping(receiver)  # a helper's `report` or `metrics`: a dict until shown otherwise

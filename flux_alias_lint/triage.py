@@ -50,6 +50,7 @@ import warnings
 from collections.abc import Iterator
 
 from .aliasing import (
+    CONTAINER_MUTATORS,
     MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
     NUMBER_METHODS,
@@ -64,7 +65,6 @@ from .project import find_module
 ENABLED = True
 
 _MAPPING_NAMES = frozenset(name.rpartition(".")[2] for name in MAPPING_CONSTRUCTORS)
-_MUTATORS = frozenset({"update", "append", "insert", "extend", "setdefault"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Where statements nest: a unit may be defined in a class, an `if`, a `try`, a `with`, a loop, a `match`.
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
@@ -736,7 +736,7 @@ def _updates_a_mapping(node: ast.Call) -> bool:
 
 
 def _is_mutation(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in CONTAINER_MUTATORS
 
 
 # What a flow reads of its code: the statements that bind or update names, the returned values
@@ -1242,7 +1242,7 @@ class _Flow:
             receiver = self._storage(func.value)
             if method_alias_kind(func.attr) is not None or func.attr in _PASSING_METHODS:
                 found |= receiver | arguments
-            if func.attr in _MUTATORS:
+            if func.attr in CONTAINER_MUTATORS:
                 owner = _owner(func.value)
                 if owner is not None:
                     self._mutated.add(owner)
