@@ -1542,7 +1542,7 @@ class ModuleAnalysis:
             receiver = Val(container="dict" if name in ("update", "setdefault") else "seq")  # a defaultdict's new entry
         if not receiver.container and name in _MAPPING_METHODS and self._is_summarised_parameter(receiver):
             receiver = _as_mapping(receiver)  # a helper's `report` or `metrics`: a dict until shown otherwise
-        if not receiver.container and receiver.aliases and name == "update" and _updates_a_mapping(node):
+        if not receiver.container and receiver.aliases and _updates_a_mapping(node):
             receiver = _as_mapping(receiver)  # `metric.update({"lm": ...})`, `metric.update(lm=...)`
         if receiver.container:
             result, updated = self._container_method(receiver, name, node, env)
@@ -1706,12 +1706,12 @@ def _assigned_in(body: cst.BaseSuite) -> tuple[set[str], set[tuple[str | None, s
     while stack:
         node = stack.pop()
         targets: list[cst.BaseExpression] = []
-        if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del)):
+        if isinstance(
+            node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del)
+        ):
             targets = [node.target]
         elif isinstance(node, cst.AsName):
             targets = [node.name]
-        elif isinstance(node, (cst.CompFor)):
-            targets = [node.target]
         for target in targets:
             rebound.update(_target_names(target))
             if isinstance(target, cst.Subscript) and len(target.slice) == 1:
@@ -1747,6 +1747,8 @@ def _narrowed(test: cst.BaseExpression, env: Env, *, holds: bool) -> Env:
 
 def _updates_a_mapping(node: cst.Call) -> bool:
     """`x.update(...)` given a dict display or keywords: `x` is a mapping (`pbar.update(1)` is not)."""
+    if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "update"):
+        return False
     return any(
         arg.keyword is not None or arg.star == "**" or isinstance(arg.value, (cst.Dict, cst.DictComp))
         for arg in node.args

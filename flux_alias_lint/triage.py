@@ -732,6 +732,8 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 def _updates_a_mapping(node: ast.Call) -> bool:
     """`analysis._updates_a_mapping`: `x.update(...)` given a dict display or keywords."""
+    if not (isinstance(node.func, ast.Attribute) and node.func.attr == "update"):
+        return False
     return bool(node.keywords) or any(isinstance(arg, (ast.Dict, ast.DictComp)) for arg in node.args)
 
 
@@ -759,7 +761,7 @@ def _walk(tree: ast.AST) -> Walk:
         kind = type(node)
         if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
             bindings.append(node)
-            if kind is ast.Call and node.func.attr == "update" and _updates_a_mapping(node):
+            if kind is ast.Call and _updates_a_mapping(node):
                 makes_dict = True
         elif kind is ast.Call:
             if _helper_call(node) is not None:
@@ -921,7 +923,7 @@ class _Flow:
                     self._join(arg.arg, M)
         elif kind is ast.Call:
             owner = _dotted(node.func.value)
-            if owner is not None and node.func.attr == "update" and _updates_a_mapping(node):
+            if owner is not None and _updates_a_mapping(node):
                 self._join(owner, D | _holding(self._arguments(node)))  # a mapping whatever it was
             elif owner is not None and self._get(owner) & (D | S):
                 self._join(owner, _holding(self._arguments(node)))
