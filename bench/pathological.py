@@ -1,4 +1,4 @@
-"""The pathological shapes of issue 13, timed at 1x, 2x, 4x and 8x against the analysis's stated bound.
+"""The pathological shapes of issue 13: their analysis' work against its stated bound, and seconds.
 
     python bench/pathological.py            # every shape, 1x to 8x
     python bench/pathological.py --scale 1 2 --shape nested_loops
@@ -6,8 +6,10 @@
 Each shape is one loss function that made the analysis exponential or quadratic before its work
 was bounded (README, Reliability): alternating if/else blocks (2**n alias chains), nested `for`
 loops (2**depth passes over the innermost body), a long flat function of dict stores and one
-huge dict literal (quadratic container updates). The bound is linear in the work: source lines
-times (enclosing loops + 1), at BOUND_PER_UNIT seconds each, plus BOUND_BASE for starting up.
+huge dict literal (quadratic container updates). The bound is on the analysis' own work counters
+(`analysis.Work`), which do not depend on the machine: statements analysed are linear in the
+source lines times (enclosing loops + 1) past the per-statement budget, and each evaluated value
+carries a bounded number of aliases. The seconds (CPU time of one process) are printed beside them.
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ import argparse
 import time
 from collections.abc import Callable
 
+import libcst as cst
+
+from flux_alias_lint.analysis import _MAX_ALIASES, _MIN_WORK, _WORK_PER_STATEMENT, ModuleAnalysis, Work
 from flux_alias_lint.lint import check_source
 
-BOUND_BASE = 1.0  # seconds
-BOUND_PER_UNIT = 0.002  # seconds per line x (loop depth + 1)
+# Past its budget (_WORK_PER_STATEMENT per statement), a function's statements are analysed at most
+# (enclosing loops + 1) times more; the factor 2 covers the loops already under way when it degrades.
+_LOOP_SLACK = 2
+# Values evaluated per statement analysed, each with at most about twice _MAX_ALIASES aliases (a
+# join of two merged sets) before the next read merges them again.
+_ALIASES_PER_STATEMENT = 4 * _MAX_ALIASES
 
 _HEAD = ["import torch", "", "", "def loss_func(output_tensor, flags, batches):", "    loss = output_tensor.sum()"]
 
@@ -68,17 +77,31 @@ SHAPES: dict[str, tuple[Callable[[int], tuple[str, int]], int]] = {
 }
 
 
-def bound(source: str, depth: int) -> float:
-    """The stated worst case, in seconds, for a source of this many lines and loop depth."""
-    return BOUND_BASE + BOUND_PER_UNIT * source.count("\n") * (depth + 1)
+def bound(source: str, depth: int) -> Work:
+    """The stated worst case of the analysis' work for a source of this many lines and loop depth."""
+    lines = source.count("\n")
+    statements = _LOOP_SLACK * (_WORK_PER_STATEMENT + depth + 1) * lines + _MIN_WORK
+    return Work(statements=statements, aliases=_ALIASES_PER_STATEMENT * statements)
 
 
-def measure(shape: str, size: int) -> tuple[float, float, int]:
-    """(seconds to check, the bound, findings) for one shape at one size."""
+def within(work: Work, limit: Work) -> bool:
+    return work.statements <= limit.statements and work.aliases <= limit.aliases
+
+
+def work_of(source: str) -> Work:
+    """The analysis' work on a source, the whole module analysed (no triage)."""
+    analysis = ModuleAnalysis(cst.parse_module(source), None)
+    analysis.run()
+    return analysis.work
+
+
+def measure(shape: str, size: int) -> tuple[Work, Work, float, int]:
+    """(the analysis' work, its bound, CPU seconds to check, findings) for one shape at one size."""
     source, depth = SHAPES[shape][0](size)
-    started = time.perf_counter()
+    started = time.process_time()
     findings = check_source(source)
-    return time.perf_counter() - started, bound(source, depth), len(findings)
+    seconds = time.process_time() - started
+    return work_of(source), bound(source, depth), seconds, len(findings)
 
 
 def main() -> None:
@@ -86,15 +109,23 @@ def main() -> None:
     parser.add_argument("--scale", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--shape", choices=sorted(SHAPES), nargs="+", default=list(SHAPES))
     args = parser.parse_args()
-    print(f"bound: {BOUND_BASE:g} s + {BOUND_PER_UNIT * 1000:g} ms x lines x (loop depth + 1)")
-    print(f"{'shape':14} {'scale':>5} {'size':>7} {'seconds':>8} {'bound':>8} {'findings':>8}")
+    print(
+        f"bound: statements <= {_LOOP_SLACK} x ({_WORK_PER_STATEMENT} + loop depth + 1) x lines + {_MIN_WORK}, "
+        f"aliases <= {_ALIASES_PER_STATEMENT} x statements"
+    )
+    print(f"{'shape':14} {'scale':>5} {'size':>7} {'statements':>16} {'aliases':>20} {'cpu s':>7} {'findings':>8}")
     check_source("x = 1\n")  # load libcst outside the timings
     for shape in args.shape:
         for scale in args.scale:
             size = SHAPES[shape][1] * scale
-            seconds, limit, findings = measure(shape, size)
-            verdict = "" if seconds <= limit else "  OVER THE BOUND"
-            print(f"{shape:14} {scale:>4}x {size:>7} {seconds:>8.2f} {limit:>8.2f} {findings:>8}{verdict}", flush=True)
+            work, limit, seconds, findings = measure(shape, size)
+            verdict = "" if within(work, limit) else "  OVER THE BOUND"
+            statements = f"{work.statements}/{limit.statements}"
+            aliases = f"{work.aliases}/{limit.aliases}"
+            print(
+                f"{shape:14} {scale:>4}x {size:>7} {statements:>16} {aliases:>20} {seconds:>7.2f} {findings:>8}{verdict}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

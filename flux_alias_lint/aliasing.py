@@ -23,6 +23,10 @@ class AliasKind(enum.Enum):
     VIEW = "view"  # a view: same storage, other shape/strides
     MAY_RETURN_SELF = "may-return-self"  # a conversion that is a no-op (returns self) when nothing changes
 
+    # Members are singletons: identity hashes in C, where Enum's own hashes the name in Python, and the
+    # analysis hashes a kind per op of every alias it builds.
+    __hash__ = object.__hash__
+
 
 # Tensor methods that return a detached tensor sharing storage.
 DETACH_METHODS: frozenset[str] = frozenset({"detach", "detach_"})

@@ -19,6 +19,7 @@ import ast
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -52,6 +53,15 @@ class Field(str):
     """The key of a record's field (`report.lm`): a `str`, told apart only to be shown as an attribute."""
 
 
+@dataclasses.dataclass
+class Work:
+    """What an analysis did, counted independently of the machine: the tests bound these, the
+    benchmark prints them beside its seconds."""
+
+    statements: int = 0  # statements analysed (a loop body's again on each pass)
+    aliases: int = 0  # aliases of the values expressions evaluated to: the analysis' inner loop
+
+
 # Beyond this many paths per function, branches are joined again: no statement is analysed more
 # than this many times over.
 _MAX_PATHS = 16
@@ -81,8 +91,7 @@ _SEVERITY = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Op:
+class Op(NamedTuple):  # a tuple: hashed in C, and alias sets hash their chains of ops on every read
     kind: AliasKind
     label: str  # e.g. ".detach()", "[0]", ".float()"
     unpacked: bool = False  # position i of `a, b = value`: an element, not a view of the whole
@@ -114,6 +123,15 @@ class Alias:
     # It went through a record's field: records are followed only where a rescaling caller is known
     # (the triage, which keeps those functions whole, does not follow them), wherever it goes next.
     via_record: bool = False
+
+    def __hash__(self) -> int:
+        # Computed once: an alias is hashed each time a set of them is built (every read of a name),
+        # and its chain of ops can be 32 long.
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.token, self.ops, self.entry, self.fixable, self.via_record))
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
     @property
     def detached(self) -> bool:
@@ -477,7 +495,7 @@ class ModuleAnalysis:
         self._paths = 1  # how many paths through the current function are being followed separately
         self._passes: tuple[int, ...] = ()  # which pass of each enclosing loop is being analysed
         self._functions: list[cst.FunctionDef | cst.Lambda] = []  # innermost last
-        self._work = 0  # statements analysed so far
+        self.work = Work()
         self._work_limit = 0  # beyond this much work, the current function degrades (`_degraded`)
         self._carried: dict[int, Env] = {}  # per loop: the state its last analysis reached
         # In a loop unrolled over a dict's entries (`_unrolled_loop_exits`): its key name -> this pass's key.
@@ -546,14 +564,14 @@ class ModuleAnalysis:
         statement). From then on, branches join at once and a loop analysed before runs its body
         once (see `_widened_loop_state`): each statement is then analysed at most (enclosing
         loops + 1) times more, where nested loops ran their bodies 2**depth times."""
-        return self._work > self._work_limit
+        return self.work.statements > self._work_limit
 
     def _analyze_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env) -> None:
         self._analyzed.add(id(node))
         saved_limit = self._work_limit
         # Its own budget: a nested function is analysed each time its `def` is reached, which
         # the enclosing function's budget bounds (its own work counts against both).
-        self._work_limit = self._work + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
+        self._work_limit = self.work.statements + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
         env: Env = dict(closure)
         self._bind_parameters(node, env)
         self._functions.append(node)
@@ -649,7 +667,7 @@ class ModuleAnalysis:
         for index, stmt in enumerate(body):
             if env is None:
                 return None
-            self._work += 1
+            self.work.statements += 1
             if isinstance(stmt, cst.If):
                 outcomes = self._if_branches(stmt, env)
             elif isinstance(stmt, (cst.For, cst.While)):
@@ -1022,7 +1040,9 @@ class ModuleAnalysis:
     def _eval(self, node: cst.BaseExpression, env: Env) -> Val:
         method = getattr(self, "_eval_" + type(node).__name__, None)
         if method is not None:
-            return method(node, env)
+            val = method(node, env)
+            self.work.aliases += len(val.aliases)
+            return val
         if isinstance(node, (cst.BaseNumber, cst.BaseString, cst.Ellipsis)):
             return IMMUTABLE
         for child in node.children:
@@ -1306,7 +1326,7 @@ class ModuleAnalysis:
         self._summaries[key] = None  # recursion-safe: a call back into it is an unknown call
         saved = (self._summarising, self._collected, self._loops, self._paths, self._work_limit)
         self._summarising, self._collected, self._loops, self._paths = node, [], [], 1
-        self._work_limit = self._work + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
+        self._work_limit = self.work.statements + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
         env: Env = dict(closure)
         params = self._bind_parameters(node, env)
         initial = {name: env[name] for name in params}
