@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import PurePath
 
 from . import __version__
-from .finding import Finding
+from .finding import ERROR, Finding
 from .rules import RULES, Rule
 from .source import SourceError, read_source
 
@@ -28,7 +28,7 @@ def _escape_property(value: str) -> str:
 
 
 def format_github(findings: Sequence[Finding]) -> str:
-    """One `::error` command per finding; the runner turns each into an annotation on the diff."""
+    """One `::error` (or `::warning`) command per finding; the runner turns each into an annotation on the diff."""
     lines = []
     for f in findings:
         props = {
@@ -40,7 +40,7 @@ def format_github(findings: Sequence[Finding]) -> str:
             "title": f.code,
         }
         rendered = ",".join(f"{key}={_escape_property(str(value))}" for key, value in props.items())
-        lines.append(f"::error {rendered}::{_escape_data(f.message)}\n")
+        lines.append(f"::{f.severity} {rendered}::{_escape_data(f.message)}\n")  # ::error or ::warning
     return "".join(lines)
 
 
@@ -94,7 +94,7 @@ def format_gitlab(findings: Sequence[Finding]) -> str:
             "check_name": f.code,
             "description": f"{f.code} {f.message}",
             "categories": ["Bug Risk"],
-            "severity": "major",
+            "severity": "major" if f.severity == ERROR else "minor",
             "fingerprint": fingerprint,
             "location": {"path": PurePath(f.path).as_posix(), "lines": {"begin": f.line, "end": f.end_line}},
         }
@@ -147,7 +147,7 @@ def _sarif_result(f: Finding, rule_index: int, fingerprint: str) -> dict[str, ob
     result: dict[str, object] = {
         "ruleId": f.code,
         "ruleIndex": rule_index,
-        "level": "error",
+        "level": f.severity,  # SARIF's levels include "error" and "warning"
         "message": {"text": f.message},
         "locations": [
             {

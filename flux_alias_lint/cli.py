@@ -17,8 +17,9 @@ from pathlib import Path
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, Cache, project_reached
-from .config import UNREACHED_CHOICES, Config, ConfigError, Resolver, check_selectors, parse_target_version, split_codes
+from .config import Config, ConfigError, Resolver, check_selectors, parse_target_version, split_codes
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
+from .finding import ERROR, UNREACHED_MODES, Finding, severity_for
 from .gitignore import GitIgnore
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
@@ -96,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even if there are findings")
     check.add_argument(
         "--unreached",
-        choices=UNREACHED_CHOICES,
-        help="warn: findings in functions nothing is known to rescale print but do not fail the run (default: error)",
+        choices=UNREACHED_MODES,
+        help="findings in functions nothing is known to rescale: warn (print as warnings, which do not fail "
+        "the run; the default), error (fail on them too) or ignore (hide them)",
     )
     check.add_argument(
         "--exit-non-zero-on-fix", action="store_true", help="with --fix: exit 1 if a file was changed (pre-commit)"
@@ -417,7 +419,7 @@ def _check_stdin(args: argparse.Namespace, settings: _Settings) -> FileResult:
 
 
 def _report(args: argparse.Namespace, results: list[FileResult], errors: list[str], settings: _Settings) -> int:
-    findings = sorted(f for r in results for f in r.findings)
+    findings = _with_severity(sorted(f for r in results for f in r.findings), args, settings)
     errors = errors + [r.error for r in results if r.error]
     warnings = [r.warning for r in results if r.warning]
     for line in errors:
@@ -451,12 +453,17 @@ def _report(args: argparse.Namespace, results: list[FileResult], errors: list[st
         return EXIT_FINDINGS if any(r.changed for r in results) and not args.exit_zero else EXIT_CLEAN
     if args.fix and args.exit_non_zero_on_fix and any(r.changed for r in results):
         return EXIT_FINDINGS
-    # `unreached = "warn"` (the file's config, or --unreached): such findings print but do not fail the run.
-    failing = [
-        f
-        for f in findings
-        if f.context != UNREACHED or (args.unreached or settings.config(Path(f.path)).unreached) == "error"
-    ]
-    if failing and not args.exit_zero:
+    if any(f.severity == ERROR for f in findings) and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _with_severity(findings: list[Finding], args: argparse.Namespace, settings: _Settings) -> list[Finding]:
+    """Each finding's severity under `unreached` (--unreached, else the file's config); hidden ones dropped."""
+    shown = []
+    for f in findings:
+        mode = args.unreached or settings.config(Path(f.path)).unreached if f.context == UNREACHED else None
+        severity = severity_for(f.context, mode) if mode else f.severity
+        if severity is not None:
+            shown.append(dataclasses.replace(f, severity=severity) if severity != f.severity else f)
+    return shown

@@ -16,6 +16,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from .finding import DEFAULT_UNREACHED, UNREACHED_MODES
 from .rules import RULES
 from .runner import DEFAULT_TIMEOUT
 from .source import DEFAULT_MAX_FILE_SIZE
@@ -32,8 +33,9 @@ class Config:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] | None = None  # None: the default excludes
     extend_exclude: tuple[str, ...] = ()
-    # "warn": findings in functions nothing is known to rescale (context "unreached") print but do not fail the run.
-    unreached: str = "error"
+    # Findings in functions nothing is known to rescale (context "unreached"): "warn" prints them as
+    # warnings, which do not fail the run; "error" fails on them too; "ignore" hides them.
+    unreached: str = DEFAULT_UNREACHED
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, codes)
     target_version: tuple[int, int] | None = None  # the oldest Python the project supports
     root: Path | None = None  # the directory of the file the settings came from
@@ -58,7 +60,6 @@ class Config:
 _LISTS = {"select", "extend-select", "ignore", "exclude", "extend-exclude"}
 _CODE_LISTS = {"select", "extend-select", "ignore"}
 _KEYS = _LISTS | {"per-file-ignores", "target-version", "unreached"}
-UNREACHED_CHOICES = ("error", "warn")
 _TARGET = re.compile(r"py3(\d+)")
 _REQUIRES = re.compile(r">=?\s*3\.(\d+)")
 _NUMBERS = {"file-timeout", "max-file-size"}  # non-negative numbers (max-file-size: an integer)
@@ -118,8 +119,8 @@ def load_config(path: Path) -> Config:
             )
         values[key.replace("-", "_")] = value
     if "unreached" in table:
-        if table["unreached"] not in UNREACHED_CHOICES:
-            raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_CHOICES))}")
+        if table["unreached"] not in UNREACHED_MODES:
+            raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_MODES))}")
         values["unreached"] = table["unreached"]
     return Config(**values, root=path.resolve().parent, source=path)  # type: ignore[arg-type]
 

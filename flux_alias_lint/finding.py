@@ -6,6 +6,21 @@ import dataclasses
 
 from .project import UNREACHED, Step
 
+ERROR = "error"
+WARNING = "warning"
+# What `unreached` (config and --unreached) may say of findings nothing is known to rescale.
+UNREACHED_MODES = ("warn", "error", "ignore")
+DEFAULT_UNREACHED = "warn"
+
+
+def severity_for(context: str, unreached: str = DEFAULT_UNREACHED) -> str | None:
+    """A proven context (Megatron, an in-place caller) and an unchecked file (FAL000, no context) are
+    errors; a finding nothing is known to rescale is a hazard, not yet a bug: a warning unless
+    `unreached` says "error", hidden (None) where it says "ignore"."""
+    if context != UNREACHED:
+        return ERROR
+    return {"warn": WARNING, "error": ERROR, "ignore": None}[unreached]
+
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Finding:
@@ -32,6 +47,8 @@ class Finding:
     # steps from the function to the call that rescales (empty when unreached).
     context: str = dataclasses.field(default=UNREACHED, compare=False)
     reached_by: tuple[Step, ...] = dataclasses.field(default=(), compare=False)
+    # "error" or "warning" (`severity_for`): only errors fail the run.
+    severity: str = dataclasses.field(default=ERROR, compare=False)
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)

@@ -11,12 +11,12 @@ from typing import TypeVar
 import libcst as cst
 
 from .analysis import RawFinding, analyze_module
-from .finding import Finding
+from .finding import Finding, severity_for
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
-from .project import UNREACHED_REACH, ProjectIndex, Reach
+from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED_REACH, ProjectIndex, Reach
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
@@ -30,11 +30,28 @@ _RELATION = {
 }
 
 
-def _message(raw: RawFinding, expression: str) -> str:
-    """One short line; why it is a bug and how to fix it are in `flux-alias-lint rule CODE`."""
+def _message(raw: RawFinding, expression: str, reach: Reach) -> str:
+    """One line: what the entry is, what will happen to it at run time, and the rule that explains it."""
     if len(expression) > 28 or "\n" in expression:
         expression = expression.replace("\n", " ")[:25] + "..."
-    return f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`"
+    what = f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`"
+    return f"{what}; {_consequence(reach)} (flux-alias-lint rule {raw.code})"
+
+
+def _consequence(reach: Reach) -> str:
+    """What happens to the entry at run time, by who rescales the loss."""
+    if reach.context == MEGATRON:
+        return "Megatron divides it in place by num_microbatches after this function returns, so the logged value is divided too"
+    if reach.context == IN_PLACE_CALLER:
+        caller = reach.steps[-1]
+        return (
+            f"the caller at {caller.path}:{caller.line} rescales it in place after this function returns, "
+            "so the reported value changes too"
+        )
+    return (
+        "an in-place rescale of it after this function returns (as Megatron's schedule does; none is seen in this "
+        "project) would change the reported value too"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +244,7 @@ def _analyze_parsed(
             end_line=end_line,
             end_column=end_column + 1,
             code=raw.code,
-            message=_message(raw, module.code_for_node(raw.entry)),
+            message=_message(raw, module.code_for_node(raw.entry), reach),
             fixable=raw.fixable,
             report_path=raw.report_path,
             backprop=raw.backprop,
@@ -235,6 +252,7 @@ def _analyze_parsed(
             fix_after=edit.after if edit else "",
             context=reach.context,
             reached_by=reach.steps,
+            severity=severity_for(reach.context),  # the default mode: never None
         )
         located.append(Located(finding, edit, raw))
     return located

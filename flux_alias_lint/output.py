@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from .ci_formats import format_github, format_gitlab, format_sarif
-from .finding import Finding
+from .finding import ERROR, WARNING, Finding
 from .rules import RULES
 
 
@@ -20,11 +20,13 @@ def format_text(findings: Sequence[Finding]) -> str:
 
 
 def _context(finding: Finding) -> str:
-    """` [megatron via path:line]` (the call that rescales: the last step), ` [unreached]`, or nothing (FAL000)."""
+    """` [megatron via path:line]` (the call that rescales: the last step), ` [unreached, warning]`, or
+    nothing (FAL000); a warning says so, an error needs no word."""
+    severity = ", warning" if finding.severity == WARNING else ""
     if not finding.reached_by:
-        return f" [{finding.context}]" if finding.context else ""
+        return f" [{finding.context}{severity}]" if finding.context else ""
     last = finding.reached_by[-1]
-    return f" [{finding.context} via {last.path}:{last.line}]"
+    return f" [{finding.context} via {last.path}:{last.line}{severity}]"
 
 
 def format_json(findings: Sequence[Finding]) -> str:
@@ -77,14 +79,30 @@ def summary(findings: Sequence[Finding], fixed: int, unchecked: int = 0, not_fix
     if not_fixed:
         files = "file was" if not_fixed == 1 else "files were"
         tail += f"{not_fixed} {files} not fixed (see the warnings above).\n"
-    remaining = len(findings)
-    if remaining == 0 and fixed == 0:
+    if not findings and fixed == 0:
         return tail or "All checks passed!\n"
-    plural = "s" if remaining + fixed != 1 else ""
+    errors = sum(f.severity == ERROR for f in findings)
+    counted = _counted(errors, len(findings) - errors)
     if fixed:
-        return f"Found {remaining + fixed} error{plural} ({fixed} fixed, {remaining} remaining).\n" + tail
+        total = len(findings) + fixed
+        if errors == len(findings):  # ruff's words
+            return f"Found {_plural(total, 'error')} ({fixed} fixed, {errors} remaining).\n" + tail
+        return f"Found {_plural(total, 'finding')} ({fixed} fixed, {counted} remaining).\n" + tail
+    line = f"Found {counted}.\n"
     fixable = sum(f.fixable for f in findings)
-    line = f"Found {remaining} error{plural}.\n"
     if fixable:
         line += f"[*] {fixable} fixable with the `--fix` option.\n"
     return line + tail
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def _counted(errors: int, warnings: int) -> str:
+    """`2 errors`, `1 warning`, `2 errors and 1 warning`; warnings (nothing is known to rescale the
+    loss) do not fail the run."""
+    parts = [_plural(errors, "error")] if errors else []
+    if warnings:
+        parts.append(_plural(warnings, "warning"))
+    return " and ".join(parts)

@@ -14,11 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+from megatron_shapes import FORWARD_STEP
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # `import torch`: in a function nothing is seen to call, the loss must show that it is a tensor.
-BUG = 'import torch\n\n\ndef loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
+BUG = (
+    'import torch\n\n\ndef loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n' + FORWARD_STEP
+)
 FIXED = BUG.replace("detach()}", "detach().clone()}")
 SAME = 'import torch\n\n\ndef loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss}\n'
 CONVERT = 'import torch\n\n\ndef loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().float()}\n'
@@ -338,12 +341,21 @@ def test_output_file_show_fixes_and_statistics(tmp_path: Path) -> None:
 def test_messages_are_short_and_marked_fixable(tmp_path: Path) -> None:
     write(tmp_path, {"b.py": SAME})
     line = cli(tmp_path, "check", "b.py").stdout.splitlines()[0]
-    assert line == 'b.py:6:27: FAL002 [*] report["loss"] = `loss` is the backprop tensor `loss` [unreached]'
+    assert line == (
+        'b.py:6:27: FAL002 [*] report["loss"] = `loss` is the backprop tensor `loss`; an in-place rescale of it '
+        "after this function returns (as Megatron's schedule does; none is seen in this project) would change the "
+        "reported value too (flux-alias-lint rule FAL002) [unreached, warning]"
+    )
     run = cli(ROOT, "check", "--no-cache", "--output-format", "json", "fixtures")
     rows = json.loads(run.stdout)
     assert {row["code"] for row in rows} == {"FAL001", "FAL002", "FAL003", "FAL004"}
-    assert max(len(row["message"]) for row in rows) <= 110
+    # One line: what the entry is (the expression shortened), what happens at run time, the rule.
+    assert max(len(row["message"]) for row in rows) <= 300
+    assert all(row["message"].endswith(f"(flux-alias-lint rule {row['code']})") for row in rows)
     assert not any(".clone()" in row["message"] for row in rows)
+    consequences = {row["context"]: row["message"].split("; ", 1)[1] for row in rows}
+    assert consequences["megatron"].startswith("Megatron divides it in place by num_microbatches")
+    assert consequences["in-place-caller"].startswith("the caller at ")
     text = cli(ROOT, "check", "--no-cache", "fixtures").stdout.splitlines()
     assert sum(" [*] " in line for line in text) == sum(row["fixable"] for row in rows)
 

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
-FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n'
+BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n' + FORWARD_STEP
+FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n' + FORWARD_STEP
 CLEAN = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.item()}\n'
 
 

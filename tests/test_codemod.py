@@ -11,13 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DETACH = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
-SAME = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"a": loss, "b": loss.detach().view(1)}\n'
+DETACH = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n' + FORWARD_STEP
+SAME = (
+    'def loss_func(x):\n    loss = x.sum()\n    return loss, {"a": loss, "b": loss.detach().view(1)}\n' + FORWARD_STEP
+)
 CLEAN = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.item()}\n'
 
 

@@ -29,6 +29,10 @@ def loss_func(output_tensor):
 def other_loss(x):
     total = x.sum()
     return total, {"total": total}
+
+
+def forward_step(data_iterator, model):  # Megatron calls loss_func: its findings are errors
+    return model(next(data_iterator)), loss_func
 """
 
 
@@ -67,15 +71,59 @@ def test_github_annotations(bug: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert [re.search(r"title=(FAL\d+)::", line)[1] for line in lines] == ["FAL001", "FAL003", "FAL004", "FAL002"]
     assert lines[0] == (
         "::error file=pkg/bug.py,line=6,col=31,endLine=6,endColumn=44,title=FAL001::"
-        'report["detached"] = `loss.detach()` is a detached alias of the backprop tensor `loss`'
+        'report["detached"] = `loss.detach()` is a detached alias of the backprop tensor `loss`; Megatron divides '
+        "it in place by num_microbatches after this function returns, so the logged value is divided too "
+        "(flux-alias-lint rule FAL001)"
     )
+    assert lines[-1].startswith("::warning file=pkg/bug.py,line=11,")  # other_loss: nothing rescales it
+
+
+# Per format, how an error (Megatron calls loss_func) and a warning (other_loss is unreached) are marked.
+SEVERITY_MARKS = {
+    "json": lambda out: [row["severity"] for row in json.loads(out)],
+    "sarif": lambda out: [r["level"] for r in json.loads(out)["runs"][0]["results"]],
+    "gitlab": lambda out: [i["severity"] for i in json.loads(out)],
+    "github": lambda out: [line.split(" ", 1)[0] for line in out.splitlines()],
+    "text": lambda out: ["warning" if "warning]" in line else "error" for line in out.splitlines() if ": FAL" in line],
+}
+EXPECTED_MARKS = {
+    "json": ["error", "error", "error", "warning"],
+    "sarif": ["error", "error", "error", "warning"],
+    "gitlab": ["major", "major", "major", "minor"],
+    "github": ["::error", "::error", "::error", "::warning"],
+    "text": ["error", "error", "error", "warning"],
+}
+
+
+@pytest.mark.parametrize("output_format", sorted(SEVERITY_MARKS))
+def test_severity_follows_the_context_in_every_format(
+    bug: Path, capsys: pytest.CaptureFixture[str], output_format: str
+) -> None:
+    code, out = run(capsys, "pkg", "--format", output_format)
+    assert code == 1  # the errors fail the run
+    assert SEVERITY_MARKS[output_format](out) == EXPECTED_MARKS[output_format]
+    code, out = run(capsys, "pkg", "--format", output_format, "--unreached", "error")
+    assert SEVERITY_MARKS[output_format](out) == [EXPECTED_MARKS[output_format][0]] * 4
+    code, out = run(capsys, "pkg", "--format", output_format, "--unreached", "ignore")
+    assert SEVERITY_MARKS[output_format](out) == EXPECTED_MARKS[output_format][:3]
+
+
+def test_warnings_alone_do_not_fail_the_run_and_are_counted_apart(
+    bug: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run(capsys, "pkg")
+    assert "Found 3 errors and 1 warning.\n" in out
+    bug.write_text(BUG.split("\n\ndef forward_step")[0] + "\n")  # nothing hands loss_func to Megatron now
+    code, out = run(capsys, "pkg")
+    assert code == 0 and "Found 4 warnings.\n" in out
+    assert run(capsys, "pkg", "--unreached", "error")[0] == 1
 
 
 def test_github_escapes_properties_and_message(bug: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A report key with a newline and a percent sign, in a file whose name has `,` `:` and `%`.
     weird = bug.parent / "we,ird:100%.py"
     weird.write_text('def loss_func(x):\n    loss = x.sum()\n    return loss, {"50%\\nof it": loss.detach()}\n')
-    code, out = run(capsys, str(weird.relative_to(bug.parent.parent)), "--format", "github")
+    code, out = run(capsys, str(weird.relative_to(bug.parent.parent)), "--format", "github", "--unreached", "error")
     assert code == 1
     (line,) = out.splitlines()  # the newline in the message did not split the command
     match = re.fullmatch(r"::error (?P<props>[^:]*)::(?P<message>.*)", line)

@@ -11,14 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint import cli
 from flux_alias_lint.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
-FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n'
+BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n' + FORWARD_STEP
+FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n' + FORWARD_STEP
 LATIN1 = (
     b"# -*- coding: latin-1 -*-\n"
     b"# d\xe9j\xe0 vu\n"
@@ -142,6 +143,7 @@ def test_matrix_one_line_per_bad_file_others_fixed(tmp_path: Path) -> None:
 
 def test_deep_but_valid_files_are_checked_not_refused(tmp_path: Path) -> None:
     deep = "def loss_func(loss):\n    r = " + "-" * 2_500 + "loss.detach()\n    return loss, {'r': r, 'd': loss.data}\n"
+    deep += FORWARD_STEP
     (tmp_path / "deep.py").write_text(deep)
     proc = _run("check", "deep.py", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr

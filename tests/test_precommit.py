@@ -14,18 +14,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # The bug from the Flux validation-loss fix, as it stood before it.
-SEED = """\
+SEED = (
+    """\
 def loss_func(output_tensor):
     loss_sum = output_tensor.sum()
     sample_count = output_tensor.new_tensor(output_tensor.numel())
     return loss_sum, {"loss": (loss_sum.detach(), sample_count.detach())}
 """
+    + FORWARD_STEP
+)
 FIXED = SEED.replace("(loss_sum.detach(),", "(loss_sum.detach().clone(),")
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit needs git")

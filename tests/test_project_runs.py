@@ -106,11 +106,17 @@ def test_sarif_carries_the_steps_as_related_locations(tmp_path: pathlib.Path, ca
     ]
 
 
-def test_unreached_warn_prints_but_does_not_fail(tmp_path: pathlib.Path, capsys) -> None:
+def test_unreached_warns_by_default_fails_as_error_and_hides_as_ignore(tmp_path: pathlib.Path, capsys) -> None:
     project = _project(tmp_path)
     (project / "pyproject.toml").write_text('[tool.flux-alias-lint]\nunreached = "warn"\n')
     assert main(["check", str(project / "pkg" / "loss.py"), "--no-cache"]) == 0
+    assert "[unreached, warning]" in capsys.readouterr().out
+    (project / "pyproject.toml").write_text('[tool.flux-alias-lint]\nunreached = "error"\n')
+    assert main(["check", str(project / "pkg" / "loss.py"), "--no-cache"]) == 1
     assert "[unreached]" in capsys.readouterr().out
+    (project / "pyproject.toml").write_text('[tool.flux-alias-lint]\nunreached = "ignore"\n')
+    assert main(["check", str(project / "pkg" / "loss.py"), "--no-cache"]) == 0
+    assert "All checks passed!" in capsys.readouterr().out
     assert main(["check", str(project / "pkg" / "losses.py"), "--no-cache"]) == 1  # megatron: still fails
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint import fixer, lint, runner
 from flux_alias_lint.cli import main
@@ -19,8 +20,14 @@ from flux_alias_lint.lint import fix_text
 from flux_alias_lint.source import decode
 
 ROOT = Path(__file__).resolve().parents[1]
-BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach(), "v": loss.view(1)}\n'
-FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone(), "v": loss.view(1).detach().clone()}\n'
+BUG = (
+    'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach(), "v": loss.view(1)}\n'
+    + FORWARD_STEP
+)
+FIXED = (
+    'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone(), "v": loss.view(1).detach().clone()}\n'
+    + FORWARD_STEP
+)
 
 
 def _fixed_bytes(data: bytes) -> bytes:

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint import runner
 from flux_alias_lint.cli import main
 
-BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
-FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n'
+BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n' + FORWARD_STEP
+FIXED = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach().clone()}\n' + FORWARD_STEP
 
 
 def _fifo(path: Path) -> None:
