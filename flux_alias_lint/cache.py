@@ -351,7 +351,10 @@ def _index_rows(key: str, stamps: dict[str, Stamp | None], gated: Gated) -> dict
         "gated": {
             path: [
                 [[d, s] for d, s in deps.items()],
-                [[p, line, r.context, [dataclasses.astuple(step) for step in r.steps]] for (p, line), r in evidence],
+                [
+                    [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed]
+                    for (p, line), r in evidence
+                ],
             ]
             for path, (deps, evidence) in gated.items()
         },
@@ -389,13 +392,14 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
             if path not in stamps:
                 return None
             evidence: Evidence = []
-            for target, line, context, steps in rows:
-                if not (isinstance(target, str) and type(line) is int and context in (MEGATRON, IN_PLACE_CALLER)):
+            for target, line, context, steps, guessed in rows:
+                valid = isinstance(target, str) and type(line) is int and type(guessed) is bool
+                if not (valid and context in (MEGATRON, IN_PLACE_CALLER)):
                     return None
                 parsed = tuple(Step(*step) for step in steps)
                 if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
                     return None
-                evidence.append(((target, line), Reach(context, parsed)))
+                evidence.append(((target, line), Reach(context, parsed, guessed)))
             gated[path] = ({dep: _stamp(stamp) for dep, stamp in deps if isinstance(dep, str)}, evidence)
         return stamps, gated
     except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):

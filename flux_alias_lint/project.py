@@ -6,16 +6,11 @@ of the nearest `pyproject.toml`), not only the files handed over, so a pre-commi
 gets the context a whole-tree run gets.
 
 A cheap byte-level gate picks the files that can hold evidence; only those are parsed (CPython's
-`ast`), and the modules their names resolve into on demand. The evidence, each a `Step`:
-
-* a forward-step function (passed as `forward_step_func` to a schedule: `get_forward_backward_func()(...)`,
-  the `forward_backward_*` functions, `forward_step`, `pretrain`; or with the `(data_iterator, model, ...)`
-  signature) returns `(output, loss_func)`: `loss_func` a closure, a function, a method, a
-  `functools.partial` of one, or a lambda (and what the lambda calls);
-* a function passed as `loss_func` to `forward_step_calc_loss`;
-* the `forward` of a subclass of NeMo's `MegatronLossReduction`;
-* a caller that unpacks `loss, report = f(...)` (or three names) and then rescales `loss` in place
-  (`loss *= k`, `loss /= n`, `loss.div_(n)`, `loss.mul_(k)`): context "in-place-caller".
+`ast`), and the modules their names resolve into on demand. The evidence, each a `Step`, is one
+entry each of the table in `handoffs.py` (Megatron's schedule calls, Megatron-Bridge's entry points,
+forward-step signatures as a guess, the loss function a forward step returns, partials binding it,
+`forward_step_calc_loss`, NeMo's `MegatronLossReduction`, patches installing a function in place of
+one with a context, and callers rescaling an unpacked loss in place: context "in-place-caller").
 
 Functions are named by (real path, line of their `def` or `lambda`), which both `ast` and libcst give.
 """
@@ -32,29 +27,14 @@ import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+from .handoffs import PATCH, SCHEDULE_CALLS, SIGNATURES, ScheduleCall, Signature
 from .source import SourceError, collections_paused, read_bytes
 
 MEGATRON = "megatron"
 IN_PLACE_CALLER = "in-place-caller"
 UNREACHED = "unreached"
 
-# Schedule entry points whose `forward_step_func` Megatron calls and whose loss it rescales in place.
-_SCHEDULES = frozenset(
-    {
-        "forward_backward_no_pipelining",
-        "forward_backward_pipelining_with_interleaving",
-        "forward_backward_pipelining_without_interleaving",
-        "forward_step",
-        "pretrain",
-    }
-)
-# Megatron's own name for the schedule `get_forward_backward_func()` returns, wherever it is kept
-# (`self.forward_backward_func = get_forward_backward_func()` in another method).
-_SCHEDULE_NAME = "forward_backward_func"
-_PRETRAIN_FORWARD_STEP = 3  # pretrain(datasets_provider, model_provider, model_type, forward_step_func, ...)
-_CALC_LOSS_POSITION = 2  # forward_step_calc_loss(model, output_tensor, loss_func, ...)
 _LOSS_REDUCTION = "MegatronLossReduction"
-_FORWARD_STEP_PARAMS = (("data_iterator", "data_iter", "dataloader_iter"), ("model",))
 # Where Megatron's schedule calls the loss function, in the layouts of megatron-core and of the
 # Megatron-LM releases before it: a project carrying its own copy of Megatron imports these.
 _SCHEDULE_MODULES = ("megatron.core.pipeline_parallel.schedules", "megatron.schedules")
@@ -68,12 +48,17 @@ _SCHEDULE_LOSS_FUNC = "loss_func"  # the name the schedule gives what the forwar
 _MEGATRON_GATES = (
     (b"forward_step_func", re.compile(rb"forward_step_func\s*=\s*(?!forward_step_func\b)[\w(]")),
     (b"pretrain", re.compile(rb"\bpretrain\(\s*\w")),
+    (b"finetune", re.compile(rb"\bfinetune\(\s*\w")),  # Megatron-Bridge's
     (b"forward_step", re.compile(rb"\bforward_step(?:_calc_loss)?\(\s*\w")),
     (_LOSS_REDUCTION.encode(), re.compile(rb"class \w+\([^)]*" + _LOSS_REDUCTION.encode())),
     # `def f(data_iterator, model`: found from the parameter, its `def` checked on the line before it.
     (b"_iter", re.compile(rb"(?<=[(,\s])(?:data|dataloader)_iter(?:ator)?\s*(?::[^,]*)?,\s*model\b")),
 )
-_SIGNATURE_START = re.compile(rb"def \w+\(\s*(?:self,\s*)?\Z")
+_SIGNATURE_START = re.compile(
+    rb"def \w+\(\s*(?:self,\s*)?(?:(?:"
+    + b"|".join(name.encode() for signature in SIGNATURES for name in signature.optional_first)
+    + rb")\s*(?::[^,]*)?,\s*)?\Z"
+)
 _RESCALES = (b"*=", b"/=", b".div_(", b".mul_(")
 _RESCALING_METHODS = ("div_", "mul_")
 
@@ -140,6 +125,7 @@ class Step:
 class Reach:
     context: str  # MEGATRON or IN_PLACE_CALLER
     steps: tuple[Step, ...]
+    guessed: bool = False  # from a forward-step signature alone: any hand-off call found replaces it
 
 
 UNREACHED_REACH = Reach(UNREACHED, ())
@@ -237,7 +223,8 @@ def _real_directory(directory: str, cwd: str) -> str:  # `cwd`: a relative direc
 def find_module(importer: str, dotted: str, level: int) -> str | None:
     """The file of module `dotted` as `importer` imports it (`level`: the dots of a relative import),
     found the way Python's path would: relative to the importer's package, else from each directory
-    above it up to its project root (so `src/` layouts and nested packages resolve). None: outside
+    above it up to its project root, then the root's `src/` (so `src/` layouts and nested packages
+    resolve, also from outside `src/`). None: outside
     the project."""
     importer = os.path.realpath(importer)
     parts = dotted.split(".") if dotted else []
@@ -252,6 +239,7 @@ def find_module(importer: str, dotted: str, level: int) -> str | None:
         while directory == root or directory.startswith(root + os.sep):
             bases.append(directory)
             directory = os.path.dirname(directory)
+        bases.append(os.path.join(root, "src"))  # a `src/` layout's packages, from its scripts and tests
     for base in bases:
         candidate = os.path.join(base, *parts)
         for path in (candidate + ".py", os.path.join(candidate, "__init__.py")):
@@ -361,7 +349,9 @@ class ProjectIndex:
     def of_source(cls, text: str, path: str = "<string>") -> ProjectIndex:
         """The index of one module on its own (stdin, the Python API): the evidence in its own text."""
         index = cls([])
+        index._current = path
         index._collect(path, text.encode("utf-8", "surrogatepass"))
+        index._current = None
         return index
 
     def reached_by_path(self) -> dict[str, dict[int, Reach]]:
@@ -405,6 +395,7 @@ class ProjectIndex:
                                     MEGATRON, (self._step(module, stmt, f"forward of {cls.name}, a {_LOSS_REDUCTION}"),)
                                 ),
                             )
+        self._patch_evidence(path)
 
     def _module(self, path: str, data: bytes | None = None) -> _Module | None:
         if self._current is not None and path != self._current:
@@ -454,13 +445,20 @@ class ProjectIndex:
             return found
         if isinstance(node, ast.Call) and _last_name(node.func) == "partial" and node.args:
             return self._resolve(module, scope, node.args[0], depth + 1)
-        if isinstance(node, ast.Call):  # a factory: what the functions it may be return
-            return [
+        if isinstance(node, ast.Call):
+            # An instance of a class of the project (a functor: calling it runs its `__call__`), or a
+            # factory: what the functions it may be return (a callable or a partial, not a call's result).
+            instances = [
+                (class_module, method)
+                for class_module, cls in self._classes(module, node.func)
+                for method in self._methods(class_module, cls, "__call__", 0)
+            ]
+            return instances + [
                 found
                 for target_module, factory in self._resolve(module, scope, node.func, depth + 1)
                 if not isinstance(factory, ast.Lambda)
                 for stmt in _body_walk(factory)
-                if isinstance(stmt, ast.Return) and stmt.value is not None and not isinstance(stmt.value, ast.Call)
+                if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value)
                 for found in self._resolve(target_module, _scope_of(target_module, factory), stmt.value, depth + 1)
             ]
         if isinstance(node, ast.IfExp):
@@ -484,10 +482,68 @@ class ProjectIndex:
             if cls is not None:
                 methods = self._methods(module, cls, node.attr, 0) + self._overrides(module, cls, node.attr)
                 return [(module, m) for m in methods]
+        if isinstance(node, ast.Attribute) and _is_self_attribute(node.value):
+            # `self.loss_func.compute_loss`, `self.loss_func` declared (or made) as an instance of a
+            # class of the project: that class's method, or any of its subclasses' in the project.
+            cls = next((f for f in reversed(scope) if isinstance(f, ast.ClassDef)), None)
+            declared = self._attribute_classes(module, cls, node.value.attr) if cls is not None else []
+            return [
+                found
+                for class_module, declared_cls in declared
+                for found in self._subclass_methods(class_module, declared_cls, node.attr)
+            ]
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module.classes:
+            return [(module, m) for m in self._methods(module, module.classes[node.value.id], node.attr, 0)]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module.imports:
             target, level = module.imports[node.value.id]
             return self._resolve_dotted(module, f"{target}.{node.attr}", level, depth + 1)
         return []
+
+    def _classes(self, module: _Module, node: ast.expr) -> list[tuple[_Module, ast.ClassDef]]:
+        """The class of the project `node` (`Name`, `alias.Name`) names, if it names one."""
+        if isinstance(node, ast.Name) and node.id in module.classes:
+            return [(module, module.classes[node.id])]
+        dotted = _imported_from(module, node)
+        if "." not in dotted:
+            return []
+        owner, _, name = dotted.rpartition(".")
+        level = module.imports[node.id if isinstance(node, ast.Name) else node.value.id][1]
+        path = find_module(module.path, owner, level)
+        target = self._module(path) if path is not None else None
+        return [(target, target.classes[name])] if target is not None and name in target.classes else []
+
+    def _attribute_classes(self, module: _Module, cls: ast.ClassDef, attr: str) -> list[tuple[_Module, ast.ClassDef]]:
+        """The classes of the project that `self.<attr>` of `cls` is declared as (`self.attr: Base`,
+        `attr: Base` in the class body) or made from (`self.attr = Base(...)`)."""
+        named = [
+            stmt.annotation
+            for stmt in cls.body
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr
+        ]
+        for node in ast.walk(cls):
+            if isinstance(node, ast.AnnAssign) and _is_self_attribute(node.target) and node.target.attr == attr:
+                named.append(node.annotation)
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and any(_is_self_attribute(t) and t.attr == attr for t in node.targets)
+            ):
+                named.append(node.value.func)
+        return [found for node in named for found in self._classes(module, node)]
+
+    def _subclass_methods(self, module: _Module, cls: ast.ClassDef, name: str) -> list[tuple[_Module, ast.AST]]:
+        """Method `name` of `cls` (or what it inherits) and the overrides of its subclasses in the
+        project: those of its own module, and of the modules naming it whose classes derive from it."""
+        found = [(module, m) for m in self._methods(module, cls, name, 0) + self._overrides(module, cls, name)]
+        for other in map(self._module, self._mentioning(module.path, cls.name)):
+            if other is None or other is module:
+                continue
+            for subclass in other.classes.values():
+                bases = (c for base in subclass.bases for _, c in self._classes(other, base))
+                if any(base is cls for base in bases):
+                    found += [(other, m) for m in self._methods(other, subclass, name, 0)]
+                    found += [(other, m) for m in self._overrides(other, subclass, name)]
+        return found
 
     def _named(self, module: _Module, scope: list[ast.AST], name: str) -> tuple[list[ast.AST], list[ast.expr]]:
         """What `name` means in the innermost function of `scope` (or the module) that binds it: every
@@ -575,7 +631,7 @@ class ProjectIndex:
 
     def _merge(self, key: Key, reach: Reach) -> None:
         old = self.reached.get(key)
-        if old is None or (old.context != MEGATRON and reach.context == MEGATRON):
+        if old is None or _stronger(reach, old):
             self.reached[key] = reach
 
     def _schedule_copies(self, importer: _Module) -> bool:
@@ -605,9 +661,10 @@ class ProjectIndex:
         if self._schedule_copies(module):
             return
         inner = scope + [function] if not isinstance(function, ast.Module) else scope
-        if not isinstance(function, ast.Module) and _has_forward_step_signature(function):
-            what = f"{function.name} has Megatron's forward-step signature (data_iterator, model, ...)"
-            self._forward_step(module, inner, function, self._step(module, function, what))
+        signature = None if isinstance(function, ast.Module) else _forward_step_signature(function)
+        if signature is not None:
+            what = f"{function.name} has {signature.shown}"
+            self._forward_step(module, inner, function, self._step(module, function, what), guessed=True)
         nodes = list(_body_walk(function))
         bound = {  # names bound to `get_forward_backward_func()` here: calling them runs the schedule
             _last_name(t)
@@ -621,17 +678,18 @@ class ProjectIndex:
             if not isinstance(call, ast.Call):
                 continue
             name = _last_name(call.func)
-            if name == "forward_step_calc_loss":
-                handed = _argument(call, "loss_func", _CALC_LOSS_POSITION)
-                what = "passed as loss_func to forward_step_calc_loss, which rescales it in place"
-                for target_module, target in self._resolve(module, inner, handed) if handed else ():
+            schedule = name in bound or _calls_getter(call)
+            entry = None if schedule else _schedule_call(module, call, name)
+            keyword = entry.keyword if entry else "forward_step_func"
+            handed = _argument(call, keyword, entry.position if entry else None)
+            if handed is None or not (schedule or entry):
+                continue
+            does = entry.does if entry else "rescales the loss in place"
+            what = f"passed as {keyword} to {name or 'get_forward_backward_func()'}, which {does}"
+            if keyword != "forward_step_func":  # the loss function itself
+                for target_module, target in self._resolve(module, inner, handed):
                     self._reach(target_module.path, target, Reach(MEGATRON, (self._step(module, call, what),)))
-            elif name in _SCHEDULES or name in bound or name == _SCHEDULE_NAME or _calls_getter(call):
-                position = _PRETRAIN_FORWARD_STEP if name == "pretrain" else (0 if name == "forward_step" else None)
-                handed = _argument(call, "forward_step_func", position)
-                if handed is None:
-                    continue
-                what = f"passed as forward_step_func to {name or 'get_forward_backward_func()'}, which rescales the loss in place"
+            else:
                 partial = self._partial(module, inner, handed)
                 for target_module, target in self._resolve(module, inner, handed):
                     if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -641,7 +699,13 @@ class ProjectIndex:
                         self._forward_step(target_module, scope_of_target, target, why, arguments)
 
     def _forward_step(
-        self, module: _Module, scope: list[ast.AST], function: ast.AST, why: Step, bound: _Bound | None = None
+        self,
+        module: _Module,
+        scope: list[ast.AST],
+        function: ast.AST,
+        why: Step,
+        bound: _Bound | None = None,
+        guessed: bool = False,
     ) -> None:
         """A forward-step function: whatever it returns second is Megatron's loss_func. `bound`: the
         partial it was handed over as, whose arguments its parameters are (a loss function may be one)."""
@@ -650,7 +714,7 @@ class ProjectIndex:
                 handed = stmt.value.elts[1]
                 steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), why)
                 for target_module, target in self._resolve(module, scope, handed):
-                    self._reach(target_module.path, target, Reach(MEGATRON, steps))
+                    self._reach(target_module.path, target, Reach(MEGATRON, steps, guessed))
                     if bound is not None and target in _body_walk(function):  # a closure of the forward step
                         for call, parameter in _delegations(target, bound.arguments):
                             what = f"called by {target.name}, which returns its (loss, report)"
@@ -723,6 +787,54 @@ class ProjectIndex:
             self._mentions[key] = [f for f in files if word.encode() in _text_of(f)]
         return self._mentions[key]
 
+    def _patch_evidence(self, path: str) -> None:
+        """A function installed in place of one this file's evidence reached takes its context, and of
+        any installed in its place in turn (`handoffs.PATCH`). Found from this file's own evidence,
+        so it is the same whichever other files are collected with it."""
+        evidence = self.evidence[path]
+        seen: dict[Key, Reach] = {}
+        at = 0
+        while at < len(evidence):  # grows as replacements are reached
+            key, reach = evidence[at]
+            at += 1
+            if key in seen and not _stronger(reach, seen[key]):
+                continue
+            seen[key] = reach
+            for module, scope, site, replacement, what in self._replacements(key):
+                step = self._step(module, site, what)
+                for target_module, target in self._resolve(module, scope, replacement):
+                    self._reach(target_module.path, target, Reach(reach.context, (step, *reach.steps), reach.guessed))
+
+    def _replacements(self, key: Key) -> Iterator[tuple[_Module, list[ast.AST], ast.AST, ast.expr, str]]:
+        """The patches installing something in place of the function at `key` (a module's function
+        or a method of a module's class), in its module or any file of the project naming it:
+        (module, scope, the patch, what it installs, the step's text)."""
+        owner = self._module(key[0])
+        function = next(
+            (f for scope, f in _functions(owner.tree) if f.lineno == key[1] and len(scope) <= 1) if owner else (), None
+        )
+        if owner is None or function is None:
+            return
+        name = function.name
+        marker = re.compile(rb"[.'\"]" + re.escape(name.encode()) + rb"""(?:['"]|\s*=[^=])""")
+        others = (p for p in self._mentioning(owner.path, name) if p != owner.path and marker.search(_text_of(p)))
+        for module in [owner, *map(self._module, others)]:
+            if module is None:
+                continue
+            for scope, node in [*_functions(module.tree), ([], module.tree)]:
+                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
+                for site in _body_walk(node):
+                    patch = _patch(site, name)
+                    if patch is None:
+                        continue
+                    replaced, replacement, how = patch
+                    if isinstance(replaced, str):
+                        targets = self._resolve_dotted(module, replaced, 0, 0)
+                    else:
+                        targets = self._resolve(module, inner, replaced)
+                    if any(target is function for _, target in targets):
+                        yield module, inner, site, replacement, f"installed by {how} in place of {name}"
+
     def _in_place_evidence(self, module: _Module, scope: list[ast.AST], function: ast.AST) -> None:
         nodes = list(_body_walk(function))
         rescaled = _rescaled_in_place(nodes)
@@ -749,6 +861,13 @@ class ProjectIndex:
                 self._reach(target_module.path, target, Reach(IN_PLACE_CALLER, steps))
 
 
+def _stronger(new: Reach, old: Reach) -> bool:
+    """Megatron's schedule beats an in-place caller; a hand-off call beats a signature guess."""
+    if new.context != old.context:
+        return new.context == MEGATRON
+    return old.guessed and not new.guessed
+
+
 def _shown(path: str) -> str:
     """A path as findings show it: relative to the working directory when under it."""
     relative = os.path.relpath(path)
@@ -770,6 +889,37 @@ def _argument(call: ast.Call, keyword: str, position: int | None) -> ast.expr | 
     if position is not None and len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args):
         return call.args[position]
     return None
+
+
+def _patch(node: ast.AST, name: str) -> tuple[str | ast.expr, ast.expr, str] | None:
+    """(what is replaced: a dotted string or an expression, what replaces it, how) if `node` installs a
+    function as `name` (`handoffs.PATCH`): `register_patch("pkg.mod.Class.name", fn)`,
+    `setattr(owner, "name", fn)`, `owner.name = fn`."""
+    if isinstance(node, ast.Call) and len(node.args) >= 2 and not node.keywords:
+        first = node.args[0]
+        if _last_name(node.func) in PATCH.callees and isinstance(first, ast.Constant):
+            dotted = first.value
+            if isinstance(dotted, str) and dotted.endswith(f".{name}"):
+                return dotted, node.args[1], _last_name(node.func)
+        if _last_name(node.func) == "setattr" and len(node.args) == 3:
+            attribute = node.args[1]
+            if isinstance(attribute, ast.Constant) and attribute.value == name:
+                return ast.Attribute(first, name, ast.Load()), node.args[2], "setattr"
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        owner_named = isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+        if owner_named and target.attr == name and target.value.id not in ("self", "cls"):
+            return target, node.value, "assignment"
+    return None
+
+
+def _callable_value(node: ast.expr) -> bool:
+    """What a factory may return as a callable: not a call's result, except a `functools.partial`."""
+    return not isinstance(node, ast.Call) or _last_name(node.func) == "partial"
+
+
+def _is_self_attribute(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _calls_getter(call: ast.Call) -> bool:
@@ -894,11 +1044,36 @@ def _rescaled_in_place(nodes: Iterable[ast.AST]) -> dict[str, int]:
     return rescaled
 
 
-def _has_forward_step_signature(function: ast.AST) -> bool:
+def _forward_step_signature(function: ast.AST) -> Signature | None:
+    """The forward-step signature (`handoffs.SIGNATURES`) `function`'s parameters have, if any."""
     args = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
     if args and args[0] in ("self", "cls"):
         args = args[1:]
-    return len(args) >= 2 and all(name in allowed for name, allowed in zip(args, _FORWARD_STEP_PARAMS, strict=False))
+    for signature in SIGNATURES:
+        rest = args[1:] if args and args[0] in signature.optional_first else args
+        pairs = zip(rest, signature.params, strict=False)
+        if len(rest) >= len(signature.params) and all(name in allowed for name, allowed in pairs):
+            return signature
+    return None
+
+
+def _schedule_call(module: _Module, call: ast.Call, name: str | None) -> ScheduleCall | None:
+    """The first entry of `handoffs.SCHEDULE_CALLS` that `call` (of `name`) is, if any."""
+    for entry in SCHEDULE_CALLS:
+        if name not in entry.callees:
+            continue
+        if entry.imported_from is None or _imported_from(module, call.func).startswith(entry.imported_from + "."):
+            return entry
+    return None
+
+
+def _imported_from(module: _Module, func: ast.expr) -> str:
+    """The dotted name a callee `name` or `alias.name` is imported as ("" if it is not imported)."""
+    if isinstance(func, ast.Name) and func.id in module.imports:
+        return module.imports[func.id][0]
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in module.imports:
+        return f"{module.imports[func.value.id][0]}.{func.attr}"
+    return ""
 
 
 def _functions(tree: ast.Module) -> Iterator[tuple[list[ast.AST], ast.AST]]:
