@@ -38,7 +38,7 @@ from .aliasing import (
     method_alias_kind,
     torch_function_alias_kind,
 )
-from .evidence import Declared, declared, declared_returns_of
+from .evidence import Declared, declared, declared_returns_of, declares_no_count
 from .library import Definition, Library
 from .rules import CODE_FOR_KIND
 from .triage import SUMMARY_DEPTH  # how deep library summaries nest (the triage mirrors it)
@@ -490,6 +490,8 @@ class ModuleAnalysis:
         # Method calls whose result is a tensor only by that guess (`_call_method`), by node id.
         self._guessed_sites: set[int] = set()
         self.findings: dict[tuple[int, str], RawFinding] = {}
+        # Functions returning a 3-tuple that is not Megatron's (`_no_token_count`): no finding, on any path.
+        self._not_loss_functions: set[int] = set()
         self._analyzed: set[int] = set()
         self._loops: list[_Loop] = []
         self._paths = 1  # how many paths through the current function are being followed separately
@@ -512,7 +514,7 @@ class ModuleAnalysis:
         for node in everything:
             if id(node) not in self._analyzed:
                 self._analyze_function(node, {})
-        return list(self.findings.values())
+        return [f for f in self.findings.values() if id(f.function) not in self._not_loss_functions]
 
     @staticmethod
     def _module_imports(module: cst.Module) -> dict[str, str]:
@@ -593,6 +595,9 @@ class ModuleAnalysis:
         backprop, report = val.item(0), val.item(keys[-1])
         if backprop.immutable or not backprop.aliases:
             return
+        if len(keys) == 3 and self._no_token_count(val.item(1), node):
+            self._not_loss_functions.add(id(self._functions[-1]))
+            return
         # Without a dict report or evidence that the loss is a tensor, only a caller known to
         # rescale it (the project index's context, applied in lint.py) makes this a finding:
         # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
@@ -623,14 +628,47 @@ class ModuleAnalysis:
                     key[1],
                     backprop_src,
                     alias.detached,
-                    alias.fixable,
+                    alias.fixable and not self._may_be_none(alias),
                     self._functions[-1],
                     leaf_proof_needed,
                 )
                 if old is not None:
-                    code = max(old.code, finding.code)
-                    finding = dataclasses.replace(old, code=code, proof_needed=old.proof_needed and leaf_proof_needed)
+                    finding = dataclasses.replace(
+                        old,
+                        code=max(old.code, finding.code),
+                        fixable=old.fixable and finding.fixable,  # one edit must suit every value it may be
+                        proof_needed=old.proof_needed and leaf_proof_needed,
+                    )
                 self.findings[key] = finding
+
+    def _may_be_none(self, alias: Alias) -> bool:
+        """A parameter itself whose default is None (`inputs: Optional[Tensor] = None`): `.clone()`
+        on it would raise where the caller left it out."""
+        if alias.ops or alias.token[0] != "param" or alias.token[1] != id(self._functions[-1]):
+            return False
+        function = self._functions[-1]
+        return any(
+            param.name.value == alias.token[2] and isinstance(param.default, cst.Name) and param.default.value == "None"
+            for param in _parameters(function.params)
+        )
+
+    def _no_token_count(self, middle: Val, node: cst.BaseExpression | None) -> bool:
+        """Whether the middle of a returned 3-tuple is shown, on some path, to be no token count (a str,
+        a bool, None or a dict): then the function is not Megatron's `(loss, num_tokens, report)`,
+        whatever it returns elsewhere (Hugging Face's `_prepare_model_inputs` returns `(inputs,
+        input_name, model_kwargs)`). An int can be a count (Megatron before 0.15 divides by it)."""
+        if middle.container == "dict":
+            return True
+        function = self._functions[-1]
+        returns = getattr(function, "returns", None)
+        if returns is not None and declares_no_count(self.module.code_for_node(returns.annotation)):
+            return True
+        if not (isinstance(node, cst.Tuple) and len(node.elements) == 3):
+            return False
+        element = node.elements[1].value
+        if _is_no_count_literal(element) or _is_no_count_literal(element, none=True):
+            return True
+        return isinstance(element, cst.Name) and element.value in _names_bound_to_no_count(function)
 
     def _without_grad(self) -> bool:
         """Whether the function returning runs under `@torch.no_grad()` or `@torch.inference_mode()`:
@@ -1208,7 +1246,7 @@ class ModuleAnalysis:
 
     def _eval_ListComp(self, node: cst.ListComp, env: Env) -> Val:
         inner = self._comprehension_env(node, env)
-        return Val(container="seq", items=((None, self._eval(node.elt, inner)),))
+        return Val(container="seq", items=((None, self._element(node.elt, inner)),))
 
     _eval_GeneratorExp = _eval_ListComp
 
@@ -1219,7 +1257,18 @@ class ModuleAnalysis:
     def _eval_DictComp(self, node: cst.DictComp, env: Env) -> Val:
         inner = self._comprehension_env(node, env)
         self._eval(node.key, inner)
-        return Val(container="dict", items=((None, self._eval(node.value, inner)),))
+        return Val(container="dict", items=((None, self._element(node.value, inner)),))
+
+    def _element(self, node: cst.BaseExpression, inner: Env) -> Val:
+        """A comprehension's element. A copy put there is put on every element: only where a tensor
+        method or attribute made each (`[x.detach() for x in xs]`) is it a fix; a bare element
+        (`{k: v for k, v in kwargs.items()}`, bools and None among them) is flagged, not fixed."""
+        val = self._eval(node, inner)
+        shown = [a for a in val.aliases if a.ops and a.ops[-1].label.startswith(".")]
+        if len(shown) == len(val.aliases):
+            return val
+        unfixable = frozenset(a if a in shown else dataclasses.replace(a, fixable=False) for a in val.aliases)
+        return dataclasses.replace(val, aliases=unfixable)
 
     # ---- calls --------------------------------------------------------------------
 
@@ -1892,19 +1941,22 @@ class _NameCollector(cst.CSTVisitor):
             self._binds(node.func.value)
 
 
-def _statement_count(node: cst.CSTNode) -> int:
+def _body_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Statements (and the blocks holding them) in a function, without descending into expressions."""
-    count, stack = 0, [node]
+    stack = [node]
     while stack:
         current = stack.pop()
-        count += 1
+        yield current
         for name in ("body", "orelse", "handlers", "finalbody", "cases"):
             child = getattr(current, name, None)
             if isinstance(child, cst.CSTNode):
                 stack.append(child)
             elif isinstance(child, tuple | list):
                 stack.extend(c for c in child if isinstance(c, cst.CSTNode))
-    return count
+
+
+def _statement_count(node: cst.CSTNode) -> int:
+    return sum(1 for _ in _body_statements(node))
 
 
 def _target_names(node: cst.BaseExpression) -> Iterator[str]:
@@ -1985,6 +2037,31 @@ _LEAVES = (
     cst.BaseUnaryOp,
     cst.BaseAugOp,
 )
+
+
+def _is_no_count_literal(node: cst.BaseExpression, none: bool = False) -> bool:
+    """A str or bool literal or a dict display (`none`: the literal None too)."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Dict, cst.DictComp)):
+        return True
+    return isinstance(node, cst.Name) and node.value in (("True", "False", "None") if none else ("True", "False"))
+
+
+@functools.lru_cache(maxsize=256)
+def _names_bound_to_no_count(function: cst.FunctionDef | cst.Lambda) -> frozenset[str]:
+    """Names the function binds, somewhere, to a str or bool literal or a dict display (`name = "x"`,
+    `a, name = t, "x"`). Not None: `num_tokens = None` before the branches that count is common."""
+    names: set[str] = set()
+    for stmt in _body_statements(function):
+        if not isinstance(stmt, cst.Assign):
+            continue
+        for target in stmt.targets:
+            pairs = [(target.target, stmt.value)]
+            if isinstance(target.target, cst.Tuple) and isinstance(stmt.value, cst.Tuple):
+                pairs = list(
+                    zip((e.value for e in target.target.elements), (e.value for e in stmt.value.elements), strict=False)
+                )
+            names.update(t.value for t, v in pairs if isinstance(t, cst.Name) and _is_no_count_literal(v))
+    return frozenset(names)
 
 
 @functools.cache

@@ -95,3 +95,36 @@ def _defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionD
         else:
             for field in ("body", "orelse", "finalbody"):
                 yield from _defs(getattr(node, field, []) or [])
+
+
+# What Megatron's `(loss, num_tokens, report)` can never have in the middle: it divides the loss by
+# `num_tokens` (or sums it). An `int` can be a count, so only these say "not a loss function".
+_NOT_A_COUNT = frozenset({"str", "bool", "bytes", "None", "NoneType", "dict", "Dict", "Mapping", "MutableMapping"})
+
+
+@functools.lru_cache(maxsize=4096)
+def declares_no_count(returns: str) -> bool:
+    """Whether a return annotation (its text) declares a 3-tuple whose middle is a str, bool, None
+    or dict: `tuple[torch.Tensor, Optional[str], dict[str, Tensor]]` (Hugging Face's generation helpers)."""
+    try:
+        node = ast.parse(returns.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if not (isinstance(node, ast.Subscript) and _name(node.value).rpartition(".")[2] in ("tuple", "Tuple")):
+        return False
+    elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else []
+    return len(elements) == 3 and _not_a_count(elements[1])
+
+
+def _not_a_count(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value is None
+    if isinstance(node, ast.Subscript):
+        outer = _name(node.value).rpartition(".")[2]
+        if outer in ("Optional", "Union"):
+            inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return all(_not_a_count(element) for element in inner)
+        return outer in _NOT_A_COUNT
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _not_a_count(node.left) and _not_a_count(node.right)
+    return _name(node).rpartition(".")[2] in _NOT_A_COUNT

@@ -301,26 +301,53 @@ class FixResult:
         return len(self.fixed_codes)
 
 
+# An edit nested in another waits for the pass after it; real code nests a few deep at most.
+_MAX_FIX_PASSES = 8
+
+
 def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION, reaches: Reaches | None = None) -> FixResult:
-    """Fix every fixable finding; refuses (SourceError) a result that changes anything but the
-    inserted copies, or that does not parse back."""
+    """Fix every fixable finding, pass after pass until none is left (so a second `--fix` changes
+    nothing); refuses (SourceError) a result that changes anything but the inserted copies, that does
+    not parse back, or whose own findings an edit did not clear."""
     before, dependencies = _findings(source, selection, reaches=reaches)
-    edits = select_edits(edit for _, edit in before if edit is not None)
-    if not edits:
-        return FixResult(source.text, (), [finding for finding, _ in before], dependencies)
-    text = apply_edits(source.text, edits)
-    problem = unexplained_change(source.text, text, edits)
-    if problem is not None:
-        raise SourceError(source.path, f"fix refused, {problem}")
-    try:
-        # The inserted copies change no line, so the def lines `reaches` names still hold.
-        after, _ = _findings(dataclasses.replace(source, text=text), selection, reaches=reaches)
-        remaining = [finding for finding, _ in after]
-    except SourceError as exc:
-        raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
+    text, current = source.text, before
+    for _ in range(_MAX_FIX_PASSES):
+        edits = select_edits(edit for _, edit in current if edit is not None)
+        if not edits:
+            break
+        fixed_text = apply_edits(text, edits)
+        problem = unexplained_change(text, fixed_text, edits)
+        if problem is not None:
+            raise SourceError(source.path, f"fix refused, {problem}")
+        try:
+            # The inserted copies change no line, so the def lines `reaches` names still hold.
+            after, _ = _findings(dataclasses.replace(source, text=fixed_text), selection, reaches=reaches)
+        except SourceError as exc:
+            raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
+        _refuse_uncleared(source.path, current, after, edits)
+        text, current = fixed_text, after
+    remaining = [finding for finding, _ in current]
     # Positions move with the edits, so what was fixed is counted per rule, not matched finding by finding.
     fixed = collections.Counter(finding.code for finding, _ in before) - collections.Counter(f.code for f in remaining)
     return FixResult(text, tuple(sorted(fixed.elements())), remaining, dependencies)
+
+
+def _refuse_uncleared(
+    path: str, before: list[tuple[Finding, Edit | None]], after: list[tuple[Finding, Edit | None]], edits: list[Edit]
+) -> None:
+    """A fix whose finding is still there afterwards (same line, rule and report entry: the copies
+    change no line) would be applied again by every later `--fix`: refuse it instead."""
+    applied = {(e.start, e.end) for e in edits}
+    targeted = {_identity(f) for f, edit in before if edit is not None and (edit.start, edit.end) in applied}
+    for finding, _ in after:
+        if _identity(finding) in targeted:
+            raise SourceError(
+                path, f"fix refused, the copy at line {finding.line} would not clear its {finding.code} finding"
+            )
+
+
+def _identity(finding: Finding) -> tuple[int, str, str]:
+    return finding.line, finding.code, finding.report_path
 
 
 def fix_source(source: str, selection: Selection = DEFAULT_SELECTION, reaches: Reaches | None = None) -> str:
