@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, Cache, project_reached
-from .config import Config, ConfigError, Resolver, check_selectors, parse_target_version, split_codes
+from .config import Config, ConfigError, Resolver, check_selectors, parse_target_version, selection_for, split_codes
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .finding import ERROR, UNREACHED_MODES, Finding, severity_for
 from .gitignore import GitIgnore
@@ -27,7 +27,7 @@ from .progress import progress_wanted, run_summary, track
 from .project import UNREACHED, ProjectIndex, Reaches
 from .rules import RULES
 from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked
-from .selection import Layer, Selection, resolve
+from .selection import Layer, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -149,6 +149,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--output-format", "--format", choices=("text", "json"), default="text", dest="output_format")
     _add_file_options(verify)
 
+    server = commands.add_parser(
+        "server", help="run the language server on stdin/stdout (needs the server extra: pygls)", allow_abbrev=False
+    )
+    server.set_defaults(command_parser=server)
+    server.add_argument(
+        "--debounce",
+        type=_non_negative(float),
+        default=0.3,
+        metavar="SECONDS",
+        help="while a document is edited, lint it once it has not changed for this long (default: 0.3)",
+    )
+
     rule = commands.add_parser("rule", help="print a rule's documentation", allow_abbrev=False)
     rule.set_defaults(command_parser=rule)
     rule.add_argument("code", nargs="?", help="e.g. FAL001; omit to list all rules")
@@ -215,6 +227,16 @@ def _main(argv: Sequence[str] | None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "rule":
         return _rule(args.code)
+    if args.command == "server":
+        try:
+            from .server import serve
+        except ImportError as exc:
+            print(
+                f"flux-alias-lint: error: the server needs pygls ({exc}): pip install 'flux-alias-lint[server]'",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+        return serve(args.debounce)
     try:
         return _verify(args) if args.command == "verify" else _check(args)
     except ConfigError as exc:
@@ -252,10 +274,7 @@ class _Settings:
         config = self.config(path)
         key = (config, config.ignored_for(path))
         if key not in self._selections:
-            layer = Layer(config.select, config.extend_select, config.ignore)
-            target = self.args.target_version or config.target_version
-            selection = resolve(tuple(RULES), [layer, self._cli], key[1])
-            self._selections[key] = dataclasses.replace(selection, target_version=target)
+            self._selections[key] = selection_for(config, path, self._cli, self.args.target_version)
         return self._selections[key]
 
     def excluded(self, path: Path) -> bool:

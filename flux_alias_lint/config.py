@@ -19,6 +19,7 @@ from pathlib import Path
 from .finding import DEFAULT_UNREACHED, UNREACHED_MODES
 from .rules import RULES
 from .runner import DEFAULT_TIMEOUT
+from .selection import Layer, Selection, resolve
 from .source import DEFAULT_MAX_FILE_SIZE
 
 
@@ -123,6 +124,15 @@ def load_config(path: Path) -> Config:
             raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_MODES))}")
         values["unreached"] = table["unreached"]
     return Config(**values, root=path.resolve().parent, source=path)  # type: ignore[arg-type]
+
+
+def selection_for(
+    config: Config, path: str, command_line: Layer | None = None, target_version: tuple[int, int] | None = None
+) -> Selection:
+    """What `path` reports: its config's selection with the command line's on top, as ruff resolves it."""
+    layers = [Layer(config.select, config.extend_select, config.ignore), *([command_line] if command_line else [])]
+    selection = resolve(tuple(RULES), layers, config.ignored_for(path))
+    return dataclasses.replace(selection, target_version=target_version or config.target_version)
 
 
 def _strings(path: Path, key: str, value: object, *, codes: bool) -> tuple[str, ...]:

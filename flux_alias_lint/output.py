@@ -14,12 +14,12 @@ from .rules import RULES
 def format_text(findings: Sequence[Finding]) -> str:
     """`path:line:col: CODE [*] message [context]`, the `[*]` marking what `--fix` can fix (ruff's concise format)."""
     return "".join(
-        f"{f.path}:{f.line}:{f.column}: {f.code} {'[*] ' if f.fixable else ''}{f.message}{_context(f)}\n"
+        f"{f.path}:{f.line}:{f.column}: {f.code} {'[*] ' if f.fixable else ''}{f.message}{context_note(f)}\n"
         for f in findings
     )
 
 
-def _context(finding: Finding) -> str:
+def context_note(finding: Finding) -> str:
     """` [megatron via path:line]` (the call that rescales: the last step), ` [unreached, warning]`, or
     nothing (FAL000); a warning says so, an error needs no word."""
     severity = ", warning" if finding.severity == WARNING else ""
