@@ -34,7 +34,7 @@ from .gitignore import GitIgnore
 from .noqa import add_noqa
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
-from .progress import progress_wanted, run_summary, track
+from .progress import phase, progress_wanted, run_summary, track
 from .project import UNREACHED, ProjectIndex, Reaches
 from .rules import RULES
 from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked, write_fix
@@ -388,9 +388,11 @@ def _check(args: argparse.Namespace) -> int:
         if not files and not errors:
             print("flux-alias-lint: warning: No Python files found under the given path(s)", file=sys.stderr)
         index_cache = None if args.no_cache or not files else settings.cache_dir(files[0])
-        reached = project_reached(files, index_cache, args.jobs or default_jobs())
+        drawn = not args.quiet and progress_wanted(sys.stderr)
+        with phase("Indexing the project: who rescales each loss function...") if drawn else contextlib.nullcontext():
+            reached = project_reached(files, index_cache, args.jobs or default_jobs())
         pending = _check_grouped(files, settings, _mode(args), reached)
-        if not args.quiet and progress_wanted(sys.stderr):
+        if drawn:
             pending = track(pending, len(files))
         by_path = dict(pending)
         results = [by_path[path] for path in files]

@@ -213,3 +213,39 @@ def test_cache_stays_beside_the_project_with_config_file(tree: Path) -> None:
     (elsewhere / "lint.toml").write_text('select = ["FAL001"]\n')
     assert main(["check", "pkg", "--config", str(elsewhere / "lint.toml")]) == 1
     assert (tree / ".flux-alias-lint-cache").is_dir() and not (elsewhere / ".flux-alias-lint-cache").exists()
+
+
+def test_reached_by_paths_take_the_findings_style(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed = ROOT / "fixtures" / "FAL001" / "seed.py"
+    (tree / "pkg" / "seed.py").write_text(seed.read_text())
+    for spelled in ("pkg/seed.py", str(tree / "pkg" / "seed.py")):
+        assert main(["check", spelled, "--format", "json", "-n"]) == 1
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["path"] == spelled
+        assert {step["path"] for step in row["reached_by"]} == {spelled}
+
+
+def test_a_python_script_without_extension_gets_the_context_of_a_py_file(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = (ROOT / "fixtures" / "FAL001" / "seed.py").read_text()
+    (tree / "pyproject.toml").write_text("[tool.flux-alias-lint]\n")
+    (tree / "train.py").write_text(seed)
+    (tree / "train").write_text("#!/usr/bin/env python3\n" + seed)
+    contexts = []
+    for name in ("train.py", "train"):
+        assert main(["check", name, "--format", "json", "-n"]) == 1
+        (row,) = json.loads(capsys.readouterr().out)
+        contexts.append((row["context"], [step["what"] for step in row["reached_by"]]))
+    assert contexts[0] == contexts[1] and contexts[0][0] == "megatron"
+
+
+def test_the_index_phase_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    from flux_alias_lint.progress import phase
+
+    stream = io.StringIO()
+    with phase("Indexing the project", stream):
+        assert stream.getvalue() == "\rIndexing the project"
+    assert stream.getvalue() == "\rIndexing the project\r\x1b[2K"
