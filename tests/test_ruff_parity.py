@@ -14,8 +14,17 @@ import pytest
 from flux_alias_lint.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
-# Line 2 is ruff's F841 (`unused` is never read), line 4 our FAL001; each with lines after it.
-SOURCE = 'def loss_func(x):\n    unused = 1\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n\nprint(loss_func)\n'
+# Line 2 is ruff's F841 (`unused` is never read), line 4 our FAL001 (an error: the forward step
+# below hands the loss function to Megatron); each with lines after it.
+SOURCE = (
+    "def loss_func(x):\n"
+    "    unused = 1\n"
+    "    loss = x.sum()\n"
+    '    return loss, {"loss": loss.detach()}\n'
+    "\n"
+    "def forward_step(data_iterator, model):\n"
+    "    return model(next(data_iterator)), loss_func\n"
+)
 
 
 def _run(tool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -131,7 +140,7 @@ def test_add_noqa(project: Path) -> None:
     lines = SOURCE.splitlines(keepends=True)
     assert (project / "bug.py").read_text() == SOURCE.replace(lines[1], lines[1][:-1] + "  # noqa: F841\n")
     assert (other / "bug.py").read_text() == SOURCE.replace(lines[3], lines[3][:-1] + "  # noqa: FAL001\n")
-    # Both add to a `# noqa` already on the line, and then the files pass.
+    # The files then pass; and both add their code to a noqa comment already on the line.
     ruff = _run("ruff", "check", "-n", "--select", "F841,E501", "bug.py", cwd=project)
     flux = _run("flux", "check", "-n", "--select", "FAL001", "bug.py", cwd=other)
     assert ruff.returncode == flux.returncode == 0
