@@ -52,7 +52,7 @@ def _split_lines(text: str) -> list[str]:
     return re.split(r"\r\n|\r|\n", text)
 
 
-class _Lines:
+class SourceLines:
     """The source lines of each reported file, read once; empty for stdin or a vanished file."""
 
     def __init__(self) -> None:
@@ -67,6 +67,10 @@ class _Lines:
         lines = self._files[path]
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
+    def exists(self, path: str, line: int) -> bool:
+        self.get(path, line)
+        return 0 < line <= len(self._files[path])
+
 
 def fingerprints(findings: Sequence[Finding]) -> Iterator[str]:
     """A fingerprint per finding that survives edits elsewhere in the file.
@@ -75,7 +79,7 @@ def fingerprints(findings: Sequence[Finding]) -> Iterator[str]:
     the line number, so inserting code above a finding keeps it the same issue. Findings that
     agree on all of that are told apart by their order of occurrence.
     """
-    lines = _Lines()
+    lines = SourceLines()
     seen: collections.Counter[str] = collections.Counter()
     for f in findings:
         content = lines.get(f.path, f.line).strip() or f.message

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import dataclasses
 import glob
+import json
 import multiprocessing
 import os
 import signal
@@ -17,18 +18,28 @@ from pathlib import Path
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, Cache, project_reached
-from .config import Config, ConfigError, Resolver, check_selectors, parse_target_version, split_codes
+from .config import (
+    Config,
+    ConfigError,
+    Resolver,
+    check_selectors,
+    parse_config_options,
+    parse_target_version,
+    selection_for,
+    split_codes,
+)
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .finding import ERROR, UNREACHED_MODES, Finding, severity_for
 from .gitignore import GitIgnore
+from .noqa import add_noqa
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
-from .progress import progress_wanted, run_summary, track
+from .progress import phase, progress_wanted, run_summary, track
 from .project import UNREACHED, ProjectIndex, Reaches
 from .rules import RULES
-from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked
-from .selection import Layer, Selection, resolve
-from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode
+from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked, write_fix
+from .selection import UNCHECKED, Layer, Selection
+from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode, read_bytes
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
@@ -65,7 +76,14 @@ def _add_file_options(command: argparse.ArgumentParser) -> None:
         metavar="pyXY",
         help="the oldest Python the code supports (default: the config's, else [project] requires-python)",
     )
-    command.add_argument("--config", metavar="FILE", help="a pyproject.toml (or TOML file) to use for every path")
+    command.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE|KEY=VALUE",
+        help="a pyproject.toml (or TOML file) to use for every path, or a setting on top of the config's "
+        "(e.g. 'select = [\"FAL001\"]'); repeatable, as in ruff",
+    )
     command.add_argument("--exclude", action="extend", type=_patterns, metavar="PATTERNS", help="replace the excludes")
     command.add_argument(
         "--extend-exclude", action="extend", type=_patterns, metavar="PATTERNS", default=[], help="add excludes"
@@ -92,9 +110,16 @@ def build_parser() -> argparse.ArgumentParser:
     fix_group.add_argument("--fix", action="store_true", help="insert .clone() where it is needed")
     fix_group.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     _add_file_options(check)
-    check.add_argument("--output-format", "--format", choices=sorted(FORMATTERS), default="text", dest="output_format")
+    check.add_argument(
+        "--output-format",
+        "--format",
+        choices=sorted(FORMATTERS),
+        default="text",
+        dest="output_format",
+        help="text (= concise): one line per finding; full: with the source line and a caret, as ruff's",
+    )
     check.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
-    check.add_argument("--exit-zero", action="store_true", help="exit 0 even if there are findings")
+    check.add_argument("-e", "--exit-zero", action="store_true", help="exit 0 even if there are findings")
     check.add_argument(
         "--unreached",
         choices=UNREACHED_MODES,
@@ -109,7 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--show-fixes", action="store_true", help="with --fix: list what was fixed, per file and rule")
     check.add_argument("--stdin-filename", metavar="PATH", help="read the source from stdin and report it as PATH")
     check.add_argument("-j", "--jobs", type=_positive, metavar="N", help="worker processes (default: all cores)")
-    check.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    check.add_argument("-n", "--no-cache", action="store_true", help="neither read nor write the results cache")
+    check.add_argument(
+        "--add-noqa", action="store_true", help="add a `# noqa: FALxxx` to each line with a finding, as ruff's"
+    )
+    check.add_argument(
+        "--show-settings", action="store_true", help="print the settings the first file is checked with, and exit"
+    )
     check.add_argument(
         "--timeout",
         type=_non_negative(float),
@@ -149,9 +180,22 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--output-format", "--format", choices=("text", "json"), default="text", dest="output_format")
     _add_file_options(verify)
 
+    server = commands.add_parser(
+        "server", help="run the language server on stdin/stdout (needs the server extra: pygls)", allow_abbrev=False
+    )
+    server.set_defaults(command_parser=server)
+    server.add_argument(
+        "--debounce",
+        type=_non_negative(float),
+        default=0.3,
+        metavar="SECONDS",
+        help="while a document is edited, lint it once it has not changed for this long (default: 0.3)",
+    )
+
     rule = commands.add_parser("rule", help="print a rule's documentation", allow_abbrev=False)
     rule.set_defaults(command_parser=rule)
-    rule.add_argument("code", nargs="?", help="e.g. FAL001; omit to list all rules")
+    rule.add_argument("code", nargs="?", help="a code or name: FAL001, detached-alias-in-report; omit to list all")
+    rule.add_argument("--all", action="store_true", help="print the documentation of every rule")
     return parser
 
 
@@ -210,11 +254,27 @@ def _children() -> set[int]:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args, extra = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        parser.print_help(sys.stderr)  # as ruff: no command, the help, and the exit code of a usage error
+        return EXIT_ERROR
+    args, extra = parser.parse_known_args(argv)
     if extra:  # argparse leaves these to the top-level parser, whose usage is not the one that helps
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "rule":
-        return _rule(args.code)
+        if args.all and args.code:
+            args.command_parser.error("--all prints every rule: it cannot be combined with a rule")
+        return _rule(args.code, args.all)
+    if args.command == "server":
+        try:
+            from .server import serve
+        except ImportError as exc:
+            print(
+                f"flux-alias-lint: error: the server needs pygls ({exc}): pip install 'flux-alias-lint[server]'",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+        return serve(args.debounce)
     try:
         return _verify(args) if args.command == "verify" else _check(args)
     except ConfigError as exc:
@@ -222,14 +282,19 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_ERROR
 
 
-def _rule(code: str | None) -> int:
+def _rule(code: str | None, every: bool = False) -> int:
+    """`rule CODE` or `rule NAME`: its documentation; `rule --all`: every rule's; `rule`: a table."""
+    if every:
+        print("\n".join(f"# {rule.code} ({rule.name})\n\n{rule.doc}" for rule in RULES.values()), end="")
+        return EXIT_CLEAN
     if code is None:
         for rule in RULES.values():
             print(f"{rule.code}  {rule.name:40}  {rule.summary}")
         return EXIT_CLEAN
-    rule = RULES.get(code.upper())
+    rule = RULES.get(code.upper()) or next((r for r in RULES.values() if r.name == code.lower()), None)
     if rule is None:
-        print(f"flux-alias-lint: error: unknown rule {code!r}; known: {', '.join(RULES)}", file=sys.stderr)
+        known = ", ".join(f"{r.code} ({r.name})" for r in RULES.values())
+        print(f"flux-alias-lint: error: unknown rule {code!r}; known: {known}", file=sys.stderr)
         return EXIT_ERROR
     print(f"# {rule.code} ({rule.name})\n\n{rule.doc}", end="")
     return EXIT_CLEAN
@@ -243,7 +308,10 @@ class _Settings:
             check_selectors(getattr(args, option) or (), where=f"--{option.replace('_', '-')}")
         self.args = args
         self.cwd = Path.cwd().resolve()
-        self.config = Resolver(args.config, self.cwd)
+        self.config_file, self.overrides = parse_config_options(args.config)
+        self.config = Resolver(self.config_file, self.cwd, self.overrides)
+        # Where the cache goes is where it would go without --config FILE (a file kept elsewhere).
+        self._cache_roots = Resolver(None, self.cwd) if self.config_file else self.config
         self._cli = Layer(args.select, tuple(args.extend_select), tuple(args.ignore))
         self._excluders: dict[Config, Excluder] = {}
         self._selections: dict[tuple[Config, tuple[str, ...]], Selection] = {}
@@ -252,10 +320,7 @@ class _Settings:
         config = self.config(path)
         key = (config, config.ignored_for(path))
         if key not in self._selections:
-            layer = Layer(config.select, config.extend_select, config.ignore)
-            target = self.args.target_version or config.target_version
-            selection = resolve(tuple(RULES), [layer, self._cli], key[1])
-            self._selections[key] = dataclasses.replace(selection, target_version=target)
+            self._selections[key] = selection_for(config, path, self._cli, self.args.target_version)
         return self._selections[key]
 
     def excluded(self, path: Path) -> bool:
@@ -276,10 +341,10 @@ class _Settings:
         return excluder
 
     def cache_dir(self, path: str) -> Path:
-        """Next to the pyproject.toml that configured the file, else the working directory, like ruff."""
+        """Next to the pyproject.toml that configures the file, else the working directory, like ruff."""
         if self.args.cache_dir:
             return Path(self.args.cache_dir)
-        return (self.config(path).root or self.cwd) / CACHE_DIR_NAME
+        return (self._cache_roots(path).root or self.cwd) / CACHE_DIR_NAME
 
     def limits(self, path: str) -> Limits:
         """The time and size limits for `path`: the command line's, else its config's."""
@@ -304,12 +369,18 @@ def _check(args: argparse.Namespace) -> int:
         usage("`-` (read stdin) cannot be combined with other paths")
     if args.stdin_filename is not None and not stdin:
         usage("--stdin-filename names the source read from stdin; it cannot be combined with paths")
+    if args.add_noqa and (args.fix or args.diff or stdin):
+        usage("--add-noqa edits files in place: it cannot be combined with --fix, --diff or stdin")
+    if args.exit_non_zero_on_fix and not args.fix:
+        print("flux-alias-lint: warning: --exit-non-zero-on-fix has no effect without --fix", file=sys.stderr)
     if args.statistics and args.output_format not in ("text", "json"):
         usage(
             "--statistics prints a text or json table; it cannot be combined with --output-format " + args.output_format
         )
     args.paths = args.paths or ["."]
     settings = _Settings(args)
+    if args.show_settings:
+        return _show_settings(settings)
     if stdin:
         results, errors = [_check_stdin(args, settings)], []
     else:
@@ -317,17 +388,71 @@ def _check(args: argparse.Namespace) -> int:
         if not files and not errors:
             print("flux-alias-lint: warning: No Python files found under the given path(s)", file=sys.stderr)
         index_cache = None if args.no_cache or not files else settings.cache_dir(files[0])
-        reached = project_reached(files, index_cache, args.jobs or default_jobs())
+        drawn = not args.quiet and progress_wanted(sys.stderr)
+        with phase("Indexing the project: who rescales each loss function...") if drawn else contextlib.nullcontext():
+            reached = project_reached(files, index_cache, args.jobs or default_jobs())
         pending = _check_grouped(files, settings, _mode(args), reached)
-        if not args.quiet and progress_wanted(sys.stderr):
+        if drawn:
             pending = track(pending, len(files))
         by_path = dict(pending)
         results = [by_path[path] for path in files]
+    if args.add_noqa:
+        return _add_noqa(results, errors)
     code = _report(args, results, errors, settings)
     if (args.fix or args.diff) and not stdin and not args.quiet:
         unchecked = len(errors) + sum(r.error is not None for r in results)
         sys.stderr.write(run_summary(results, unchecked, time.monotonic() - started, diff=args.diff))
     return code
+
+
+def _show_settings(settings: _Settings) -> int:
+    """`--show-settings`, as ruff's: the settings the first file found is checked with."""
+    files, errors = settings.files()
+    if not files:
+        raise ConfigError(errors[0] if errors else "--show-settings: no Python file found under the given path(s)")
+    path = files[0]
+    config, selection = settings.config(path), settings.selection(path)
+    args = settings.args
+    target = selection.target_version
+    rows = {
+        "settings path": str(config.source.resolve()) if config.source else "none (the defaults)",
+        "select": [code for code in RULES if selection.enabled(code)],
+        "per-file-ignores": dict(config.per_file_ignores),
+        "exclude": [*(args.exclude or config.exclude or DEFAULT_EXCLUDE), *config.extend_exclude, *args.extend_exclude],
+        "target-version": f"py3{target[1]}" if target else None,
+        "unreached": args.unreached or config.unreached,
+        "file-timeout": config.file_timeout if args.timeout is None else args.timeout,
+        "max-file-size": config.max_file_size if args.max_file_size is None else args.max_file_size,
+        "cache-dir": str(settings.cache_dir(path)),
+    }
+    print(f"Resolved settings for: {json.dumps(os.path.abspath(path))}")
+    for key, value in rows.items():
+        print(f"{key} = {json.dumps(value)}")
+    return EXIT_CLEAN
+
+
+def _add_noqa(results: list[FileResult], errors: list[str]) -> int:
+    """`--add-noqa`, as ruff's: a `# noqa: CODE` on each line with a finding (none on a file that
+    does not parse), written in place; exit 0 unless something could not be checked or written."""
+    added = 0
+    errors = errors + [r.error for r in results if r.error]
+    for result in results:
+        found = [(f.line, f.end_line, f.code) for f in result.findings if f.code != UNCHECKED]
+        if not found:
+            continue
+        try:
+            original = read_bytes(result.path)
+            source = decode(original, result.path)
+            text, changed = add_noqa(source.text, found)
+            write_fix(source, original, text)
+        except SourceError as exc:
+            errors.append(str(exc))
+            continue
+        added += changed
+    for line in errors:
+        print(f"flux-alias-lint: error: {line}", file=sys.stderr)
+    print(f"Added {added} noqa directive{'' if added == 1 else 's'}.", file=sys.stderr)
+    return EXIT_ERROR if errors else EXIT_CLEAN
 
 
 def _check_grouped(
@@ -383,7 +508,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _positive(value: str) -> int:
-    number = int(value)
+    number = _number(int, value)
     if number < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return number
@@ -391,12 +516,21 @@ def _positive(value: str) -> int:
 
 def _non_negative(kind: Callable[[str], float]) -> Callable[[str], float]:
     def parse(value: str) -> float:
-        number = kind(value)
+        number = _number(kind, value)
         if number < 0:
             raise argparse.ArgumentTypeError("must not be negative")
         return number
 
     return parse
+
+
+def _number(kind: Callable[[str], float], value: str) -> float:
+    """`value` as an int or float; argparse would name the parsing function in its message."""
+    try:
+        return kind(value)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
 
 
 def _check_stdin(args: argparse.Namespace, settings: _Settings) -> FileResult:
@@ -433,9 +567,10 @@ def _report(args: argparse.Namespace, results: list[FileResult], errors: list[st
     else:
         report = FORMATTERS[args.output_format](findings)
         fixes = format_fixes([(r.path, r.fixed_codes) for r in results]) if args.show_fixes and args.fix else ""
-        if args.output_format == "text" and fixes:
+        text = args.output_format in ("text", "concise", "full")
+        if text and fixes:
             report += ("\n" if report else "") + fixes
-        if args.output_format == "text" and not args.quiet:
+        if text and not args.quiet:
             report += summary(findings, sum(r.fixed for r in results), len(errors), len(warnings))
     if args.output_file:
         try:

@@ -9,16 +9,20 @@ replaces all of this with one file for every path.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
 import functools
 import os
 import re
+import sys
 import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .finding import DEFAULT_UNREACHED, UNREACHED_MODES
 from .rules import RULES
 from .runner import DEFAULT_TIMEOUT
+from .selection import Layer, Selection, resolve
 from .source import DEFAULT_MAX_FILE_SIZE
 
 
@@ -57,6 +61,7 @@ class Config:
         )
 
 
+TABLE = "flux-alias-lint"
 _LISTS = {"select", "extend-select", "ignore", "exclude", "extend-exclude"}
 _CODE_LISTS = {"select", "extend-select", "ignore"}
 _KEYS = _LISTS | {"per-file-ignores", "target-version", "unreached"}
@@ -88,60 +93,93 @@ def _load(path: Path) -> dict[str, object]:
 
 def _table(path: Path, required: bool) -> dict[str, object] | None:
     data = _load(path)
-    table = data.get("tool", {}).get("flux-alias-lint")
+    tools = data.get("tool", {})
+    table = tools.get(TABLE)
+    if table is None:
+        _warn_near_misses(path, tuple(tools))
     if table is None and required and path.name != "pyproject.toml":
         table = data  # a dedicated config file may hold the keys at top level
     return table
 
 
-def load_config(path: Path) -> Config:
-    """The settings in `path` (a pyproject.toml, or a TOML file given with --config)."""
-    table = _table(path, required=True) or {}
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.\s]", "", name.lower())
+
+
+@functools.cache  # once per file and process
+def _warn_near_misses(path: Path, tools: tuple[str, ...]) -> None:
+    """A table meant to be ours (`[tool.flux_alias_lint]`, the import name) would otherwise be
+    ignored without a word, and with it the user's `ignore`."""
+    ours = _normalized(TABLE)
+    for name in tools:
+        if difflib.SequenceMatcher(None, _normalized(name), ours).ratio() >= 0.8:
+            print(
+                f"flux-alias-lint: warning: {path}: [tool.{name}] is not read; the table is [tool.{TABLE}]",
+                file=sys.stderr,
+            )
+
+
+def load_config(path: Path, overrides: Mapping[str, object] | None = None) -> Config:
+    """The settings in `path` (a pyproject.toml, or a TOML file given with --config), with
+    `overrides` (inline `--config KEY=VALUE`) on top."""
+    return _config({**(_table(path, required=True) or {}), **(overrides or {})}, str(path), path)
+
+
+def override_config(overrides: Mapping[str, object]) -> Config:
+    """The defaults with inline `--config KEY=VALUE` settings on top; checks them, in their own name."""
+    return _config(overrides, "--config", None)
+
+
+def _config(table: Mapping[str, object], where: str, path: Path | None) -> Config:
     unknown = sorted(set(table) - _KEYS - _NUMBERS)
     if unknown:
-        raise ConfigError(f"{path}: unknown option(s) in [tool.flux-alias-lint]: {', '.join(unknown)}")
+        raise ConfigError(
+            f"{where}: unknown option(s) in [tool.{TABLE}]: {', '.join(unknown)} "
+            f"(valid: {', '.join(sorted(_KEYS | _NUMBERS))})"
+        )
     values: dict[str, object] = {}
     for key in _LISTS & set(table):
-        values[key.replace("-", "_")] = _strings(path, key, table[key], codes=key in _CODE_LISTS)
+        values[key.replace("-", "_")] = _strings(where, key, table[key], codes=key in _CODE_LISTS)
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
-        raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
+        raise ConfigError(f"{where}: `per-file-ignores` must be a table of glob = [codes]")
     values["per_file_ignores"] = tuple(
-        (glob, _strings(path, f"per-file-ignores.{glob}", codes, codes=True)) for glob, codes in per_file.items()
+        (glob, _strings(where, f"per-file-ignores.{glob}", codes, codes=True)) for glob, codes in per_file.items()
     )
-    values["target_version"] = _target_version(path, table)
+    values["target_version"] = _target_version(where, path, table)
     for key in _NUMBERS & set(table):
         value = table[key]
         integral = isinstance(value, int) or key == "file-timeout" and isinstance(value, float)
         if isinstance(value, bool) or not integral or value < 0:
             raise ConfigError(
-                f"{path}: `{key}` must be a non-negative {'number' if key == 'file-timeout' else 'integer'}"
+                f"{where}: `{key}` must be a non-negative {'number' if key == 'file-timeout' else 'integer'}"
             )
         values[key.replace("-", "_")] = value
     if "unreached" in table:
         if table["unreached"] not in UNREACHED_MODES:
-            raise ConfigError(f"{path}: `unreached` must be one of {', '.join(map(repr, UNREACHED_MODES))}")
+            raise ConfigError(f"{where}: `unreached` must be one of {', '.join(map(repr, UNREACHED_MODES))}")
         values["unreached"] = table["unreached"]
-    return Config(**values, root=path.resolve().parent, source=path)  # type: ignore[arg-type]
+    root = path.resolve().parent if path else None
+    return Config(**values, root=root, source=path)  # type: ignore[arg-type]
 
 
-def _strings(path: Path, key: str, value: object, *, codes: bool) -> tuple[str, ...]:
+def _strings(where: str, key: str, value: object, *, codes: bool) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{path}: `{key}` must be a list of strings")
+        raise ConfigError(f"{where}: `{key}` must be a list of strings")
     if codes:
-        value = [v.upper() for v in value]
-        check_selectors(value, where=f"{path}: `{key}`")
+        value = [normalize_selector(v) for v in value]
+        check_selectors(value, where=f"{where}: `{key}`")
     return tuple(value)
 
 
-def _target_version(path: Path, table: dict[str, object]) -> tuple[int, int] | None:
+def _target_version(where: str, path: Path | None, table: Mapping[str, object]) -> tuple[int, int] | None:
     """`target-version = "py312"`, else the minimum of `[project] requires-python` (as ruff infers it)."""
     if "target-version" in table:
         try:
             return parse_target_version(str(table["target-version"]))
         except ValueError as exc:
-            raise ConfigError(f"{path}: `target-version`: {exc}") from None
-    return _requires_python(path) if path.name == "pyproject.toml" else None
+            raise ConfigError(f"{where}: `target-version`: {exc}") from None
+    return _requires_python(path) if path is not None and path.name == "pyproject.toml" else None
 
 
 def _requires_python(path: Path) -> tuple[int, int] | None:
@@ -165,16 +203,19 @@ def check_selectors(selectors: list[str] | tuple[str, ...], where: str) -> None:
 
 
 class Resolver:
-    """The `Config` for each path, looked up once per directory."""
+    """The `Config` for each path, looked up once per directory; `overrides` (inline `--config
+    KEY=VALUE`) go on top of every one."""
 
-    def __init__(self, explicit: str | None, cwd: Path) -> None:
+    def __init__(self, explicit: str | None, cwd: Path, overrides: Mapping[str, object] | None = None) -> None:
         _load.cache_clear()  # a new run reads the files afresh: they may have changed since the last
-        self._fixed = load_config(Path(explicit)) if explicit else None
+        self._overrides = dict(overrides or {})
+        defaults = override_config(self._overrides)  # checked before any file, so its errors name --config
+        self._fixed = load_config(Path(explicit), self._overrides) if explicit else None
         self._by_dir: dict[Path, Config] = {}
         self._by_spelling: dict[str, Config] = {}
         if self._fixed is None:
             found = find_pyproject(cwd.resolve())
-            self._fallback = load_config(found) if found else Config()
+            self._fallback = load_config(found, self._overrides) if found else defaults
 
     def __call__(self, path: Path | str) -> Config:
         """The settings for the file (or directory) `path`: those of the directory holding it."""
@@ -193,7 +234,7 @@ class Resolver:
         if config is None:
             candidate = directory / "pyproject.toml"
             if candidate.is_file() and _table(candidate, required=False) is not None:
-                config = load_config(candidate)
+                config = load_config(candidate, self._overrides)
             elif directory.parent == directory:
                 config = self._fallback
             else:
@@ -206,8 +247,31 @@ class Resolver:
         return config
 
 
+def normalize_selector(code: str) -> str:
+    """ruff's `ALL` (every rule) is every one of ours: `FAL`."""
+    code = code.strip().upper()
+    return "FAL" if code == "ALL" else code
+
+
 def split_codes(value: str) -> tuple[str, ...]:
-    return tuple(part.strip().upper() for part in value.split(",") if part.strip())
+    return tuple(normalize_selector(part) for part in value.split(",") if part.strip())
+
+
+def parse_config_options(values: Sequence[str]) -> tuple[str | None, dict[str, object]]:
+    """`--config` values as ruff reads them: a file that exists, else a TOML `KEY = VALUE` setting.
+    The file (at most one) and the settings, later ones winning."""
+    file, overrides = None, {}
+    for value in values:
+        if os.path.isfile(value):
+            if file is not None:
+                raise ConfigError(f"--config: only one configuration file can be given ({file}, {value})")
+            file = value
+            continue
+        try:
+            overrides.update(tomllib.loads(value))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"--config {value}: neither an existing file nor a TOML `KEY = VALUE` ({exc})") from None
+    return file, overrides
 
 
 def relative(path: Path, root: Path) -> str:
@@ -215,3 +279,12 @@ def relative(path: Path, root: Path) -> str:
         return os.path.relpath(path, root)
     except ValueError:
         return str(path)
+
+
+def selection_for(
+    config: Config, path: str, command_line: Layer | None = None, target_version: tuple[int, int] | None = None
+) -> Selection:
+    """What `path` reports: its config's selection with the command line's on top, as ruff resolves it."""
+    layers = [Layer(config.select, config.extend_select, config.ignore), *([command_line] if command_line else [])]
+    selection = resolve(tuple(RULES), layers, config.ignored_for(path))
+    return dataclasses.replace(selection, target_version=target_version or config.target_version)

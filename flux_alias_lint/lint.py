@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
@@ -16,7 +17,7 @@ from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, une
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
-from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED_REACH, ProjectIndex, Reach
+from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED_REACH, ProjectIndex, Reach, Step
 from .rules import RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
@@ -251,11 +252,17 @@ def _analyze_parsed(
             fix_before=edit.before if edit else "",
             fix_after=edit.after if edit else "",
             context=reach.context,
-            reached_by=reach.steps,
+            reached_by=_styled(reach.steps, source.path),
             severity=severity_for(reach.context),  # the default mode: never None
         )
         located.append(Located(finding, edit, raw))
     return located
+
+
+def _styled(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
+    """The steps' paths in the finding's own style: absolute if its path is, else relative."""
+    style = os.path.abspath if os.path.isabs(path) else os.path.relpath
+    return tuple(dataclasses.replace(step, path=style(step.path)) for step in steps)
 
 
 def _as_source(source: str | bytes, path: str) -> SourceFile:

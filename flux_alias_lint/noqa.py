@@ -8,7 +8,10 @@ vendored file; it does not hide a report that Megatron rescales (NeMo has such f
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
+from collections.abc import Iterable
 
 _CODES = r"(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)"
 _NOQA = re.compile(rf"#\s*noqa(?::\s*{_CODES})?", re.IGNORECASE)
@@ -49,3 +52,49 @@ def is_suppressed(suppressions: Suppressions, code: str, lines: tuple[int, ...])
             if codes is None or code in codes:
                 return True
     return False
+
+
+def comment_lines(text: str) -> set[int]:
+    """The lines whose end can take a comment: not inside a string, not continued by a backslash."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+    return {token.start[0] for token in tokens if token.type in (tokenize.NEWLINE, tokenize.NL)}
+
+
+def noqa_line(start: int, end: int, commentable: set[int]) -> int | None:
+    """Where a `# noqa` for a finding on lines `start`..`end` goes: the first line if it can take a
+    comment, else the last (`is_suppressed` reads both); None if neither can."""
+    return next((line for line in (start, end) if line in commentable), None)
+
+
+def with_noqa(line: str, codes: Iterable[str]) -> str:
+    """`line` (without its line break) with `codes` added to its `# noqa: ...`, or a new one at its end."""
+    match = _NOQA.search(line)
+    if match is None:
+        return line.rstrip(" \t") + "  # noqa: " + ", ".join(dict.fromkeys(codes))
+    if match.group("codes") is None:
+        return line  # a blanket noqa comment already silences everything
+    old = re.split(r"[\s,]+", match.group("codes"))
+    merged = ", ".join(dict.fromkeys([*old, *codes]))
+    return f"{line[: match.start()]}# noqa: {merged}{line[match.end() :]}"
+
+
+def add_noqa(text: str, findings: Iterable[tuple[int, int, str]]) -> tuple[str, int]:
+    """`text` with a `# noqa: CODE` for each finding given as (first line, last line, code), and
+    how many lines changed, as ruff's `--add-noqa` counts them."""
+    commentable = comment_lines(text)
+    wanted: dict[int, list[str]] = {}
+    for start, end, code in findings:
+        line = noqa_line(start, end, commentable)
+        if line is not None:
+            wanted.setdefault(line, []).append(code)
+    parts = re.split(r"(\r\n|\r|\n)", text)  # line, break, line, break, ...: line N is parts[2 * (N - 1)]
+    changed = 0
+    for number, codes in wanted.items():
+        index = 2 * (number - 1)
+        updated = with_noqa(parts[index], codes)
+        changed += updated != parts[index]
+        parts[index] = updated
+    return "".join(parts), changed

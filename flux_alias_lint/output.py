@@ -6,7 +6,7 @@ import collections
 import json
 from collections.abc import Callable, Sequence
 
-from .ci_formats import format_github, format_gitlab, format_sarif
+from .ci_formats import SourceLines, format_github, format_gitlab, format_sarif
 from .finding import ERROR, WARNING, Finding
 from .rules import RULES
 
@@ -14,12 +14,44 @@ from .rules import RULES
 def format_text(findings: Sequence[Finding]) -> str:
     """`path:line:col: CODE [*] message [context]`, the `[*]` marking what `--fix` can fix (ruff's concise format)."""
     return "".join(
-        f"{f.path}:{f.line}:{f.column}: {f.code} {'[*] ' if f.fixable else ''}{f.message}{_context(f)}\n"
+        f"{f.path}:{f.line}:{f.column}: {f.code} {'[*] ' if f.fixable else ''}{f.message}{context_note(f)}\n"
         for f in findings
     )
 
 
-def _context(finding: Finding) -> str:
+def format_full(findings: Sequence[Finding]) -> str:
+    """ruff's full format: the header, where it is, and the source lines with a caret under the finding."""
+    lines = SourceLines()
+    return "".join(_full(finding, lines) for finding in findings)
+
+
+def _full(f: Finding, lines: SourceLines) -> str:
+    # Two lines of context each side, less blank ones at the edges, as ruff shows them.
+    numbers = [n for n in range(max(f.line - 2, 1), f.line + 3) if lines.exists(f.path, n)] or [f.line]
+    while numbers[0] != f.line and not lines.get(f.path, numbers[0]).strip():
+        numbers.pop(0)
+    while numbers[-1] != f.line and not lines.get(f.path, numbers[-1]).strip():
+        numbers.pop()
+    width = len(str(numbers[-1]))
+    gutter = " " * width + " |"
+    out = [
+        f"{f.code} {'[*] ' if f.fixable else ''}{f.message}{context_note(f)}\n",
+        f"{' ' * width}--> {f.path}:{f.line}:{f.column}\n",
+        gutter + "\n",
+    ]
+    for number in numbers:
+        text = lines.get(f.path, number)
+        out.append(f"{number:>{width}} | {text}".rstrip() + "\n")
+        if number == f.line:  # a finding over several lines is underlined to the end of its first
+            end = f.end_column if f.end_line == f.line else len(text) + 1
+            out.append(f"{gutter} {' ' * (f.column - 1)}{'^' * max(end - f.column, 1)}\n")
+    out.append(gutter + "\n")
+    if f.fixable:
+        out.append(f"help: Add `{f.fix_after.lstrip(')')}`\n")
+    return "".join(out) + "\n"
+
+
+def context_note(finding: Finding) -> str:
     """` [megatron via path:line]` (the call that rescales: the last step), ` [unreached, warning]`, or
     nothing (FAL000); a warning says so, an error needs no word."""
     severity = ", warning" if finding.severity == WARNING else ""
@@ -36,6 +68,8 @@ def format_json(findings: Sequence[Finding]) -> str:
 
 FORMATTERS: dict[str, Callable[[Sequence[Finding]], str]] = {
     "text": format_text,
+    "concise": format_text,  # ruff's name for it
+    "full": format_full,
     "json": format_json,
     "github": format_github,
     "sarif": format_sarif,

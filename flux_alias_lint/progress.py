@@ -7,6 +7,7 @@ The bar is hand-written (a dozen lines) rather than a dependency: rich and tqdm 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shutil
 import sys
@@ -39,6 +40,19 @@ def track(items: Iterable[T], total: int, stream: TextIO = sys.stderr) -> Iterat
             drawn, last = True, now
     if drawn:
         stream.write("\r\x1b[2K")  # erase the bar: what follows starts on a clean line
+        stream.flush()
+
+
+@contextlib.contextmanager
+def phase(label: str, stream: TextIO = sys.stderr) -> Iterator[None]:
+    """`label` on the bar's line while a step without per-file progress runs (the project index,
+    most of a cold run on a large tree), erased after it."""
+    stream.write(f"\r{label}")
+    stream.flush()
+    try:
+        yield
+    finally:
+        stream.write("\r\x1b[2K")
         stream.flush()
 
 

@@ -182,9 +182,10 @@ def project_roots(paths: Iterable[str]) -> list[str]:
 
 
 def python_files(root: str) -> Iterator[str]:
-    """Every `*.py` under `root` (real paths), skipping VCS, virtualenv and build directories. The
-    directory entries tell files from the rest: no stat per file (a warm run stats each one once, for
-    the index cache's key)."""
+    """Every `*.py` under `root` (real paths), and every script without an extension that starts
+    with a `python` shebang (pre-commit's `types: [python]` hands those over too), skipping VCS,
+    virtualenv and build directories. The directory entries tell files from the rest: no stat per
+    file (a warm run stats each one once, for the index cache's key)."""
     stack = [root]
     while stack:
         directory = stack.pop()
@@ -199,11 +200,27 @@ def python_files(root: str) -> Iterator[str]:
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name not in _SKIP_DIRS and not entry.name.endswith(".egg-info"):
                         subdirs.append(entry.path)
-                elif entry.name.endswith(".py") and entry.is_file():
+                elif (
+                    entry.name.endswith(".py")
+                    and entry.is_file()
+                    or "." not in entry.name
+                    and entry.is_file()
+                    and python_script(entry.path)
+                ):
                     yield entry.path
             except OSError:
                 continue
         stack.extend(reversed(subdirs))
+
+
+def python_script(path: str) -> bool:
+    """A file whose first line is a shebang naming python (`#!/usr/bin/env python3`)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def real_path(path: str) -> str:

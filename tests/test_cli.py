@@ -172,3 +172,80 @@ def test_conflicting_options_are_usage_errors(tree: Path, capsys: pytest.Capture
 def test_diff_honours_exit_zero(tree: Path) -> None:
     assert main(["check", "pkg", "--diff", "--exit-zero"]) == 0
     assert (tree / "pkg" / "bug.py").read_text() == BUG
+
+
+def test_misspelled_table_is_named(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "pyproject.toml").write_text('[tool.flux_alias_lint]\nignore = ["FAL001"]\n')
+    assert main(["check", "pkg"]) == 1  # not read: the finding stays
+    assert (
+        f"flux-alias-lint: warning: {tree / 'pyproject.toml'}: [tool.flux_alias_lint] is not read; "
+        "the table is [tool.flux-alias-lint]"
+    ) in capsys.readouterr().err.splitlines()
+    (tree / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n[tool.flux-alias-lint]\n")
+    assert main(["check", "pkg"]) == 1
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_unknown_key_lists_the_valid_ones(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "pyproject.toml").write_text('[tool.flux-alias-lint]\nselekt = ["FAL"]\n')
+    assert main(["check", "pkg"]) == 2
+    assert "unknown option(s) in [tool.flux-alias-lint]: selekt (valid: exclude, extend-exclude," in (
+        capsys.readouterr().err
+    )
+
+
+def test_bad_numbers_name_the_flag(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", "pkg", "-j", "abc"])
+    assert exit_info.value.code == 2
+    assert "argument -j/--jobs: 'abc' is not a whole number" in capsys.readouterr().err
+
+
+def test_exit_non_zero_on_fix_without_fix_warns(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "pkg", "--exit-non-zero-on-fix"]) == 1
+    assert "warning: --exit-non-zero-on-fix has no effect without --fix" in capsys.readouterr().err
+
+
+def test_cache_stays_beside_the_project_with_config_file(tree: Path) -> None:
+    (tree / "pyproject.toml").write_text("[tool.flux-alias-lint]\n")
+    elsewhere = tree / "settings"
+    elsewhere.mkdir()
+    (elsewhere / "lint.toml").write_text('select = ["FAL001"]\n')
+    assert main(["check", "pkg", "--config", str(elsewhere / "lint.toml")]) == 1
+    assert (tree / ".flux-alias-lint-cache").is_dir() and not (elsewhere / ".flux-alias-lint-cache").exists()
+
+
+def test_reached_by_paths_take_the_findings_style(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed = ROOT / "fixtures" / "FAL001" / "seed.py"
+    (tree / "pkg" / "seed.py").write_text(seed.read_text())
+    for spelled in ("pkg/seed.py", str(tree / "pkg" / "seed.py")):
+        assert main(["check", spelled, "--format", "json", "-n"]) == 1
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["path"] == spelled
+        assert {step["path"] for step in row["reached_by"]} == {spelled}
+
+
+def test_a_python_script_without_extension_gets_the_context_of_a_py_file(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed = (ROOT / "fixtures" / "FAL001" / "seed.py").read_text()
+    (tree / "pyproject.toml").write_text("[tool.flux-alias-lint]\n")
+    (tree / "train.py").write_text(seed)
+    (tree / "train").write_text("#!/usr/bin/env python3\n" + seed)
+    contexts = []
+    for name in ("train.py", "train"):
+        assert main(["check", name, "--format", "json", "-n"]) == 1
+        (row,) = json.loads(capsys.readouterr().out)
+        contexts.append((row["context"], [step["what"] for step in row["reached_by"]]))
+    assert contexts[0] == contexts[1] and contexts[0][0] == "megatron"
+
+
+def test_the_index_phase_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    from flux_alias_lint.progress import phase
+
+    stream = io.StringIO()
+    with phase("Indexing the project", stream):
+        assert stream.getvalue() == "\rIndexing the project"
+    assert stream.getvalue() == "\rIndexing the project\r\x1b[2K"

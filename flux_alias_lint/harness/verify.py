@@ -28,6 +28,7 @@ import libcst as cst
 
 from ..finding import Finding
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
+from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import changed_since, snapshot
@@ -79,7 +80,8 @@ class Verdict:
 
     def line(self) -> str:
         status = "CONFIRMED" if self.confirmed else "UNCONFIRMED"
-        return f"{self.finding.path}:{self.finding.line}: {self.finding.code} {status} {self.detail}"
+        f = self.finding
+        return f"{f.path}:{f.line}:{f.column}: {f.code} {status} {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.finding.to_dict(), "confirmed": self.confirmed, "detail": self.detail}
@@ -322,12 +324,13 @@ def _verify_source(
 def verify_file(
     path: str, selection: Selection, settings: Settings, reaches: Reaches | None = None
 ) -> tuple[list[Verdict], str | None]:
-    """Verdicts for one file (``-``: stdin), or the one-line reason it could not be checked."""
+    """Verdicts for one file (``-``: stdin), or the one-line reason it could not be checked. A file
+    that cannot be read, decoded or parsed is an unconfirmed FAL000, as `check` reports it."""
     try:
         source = decode(sys.stdin.buffer.read(), "-") if path == "-" else read_source(path)
         return verify_source(source, selection, settings, reaches), None
     except SourceError as exc:
-        return [], str(exc)
+        return [Verdict(f, False, f"not checked: {f.message}") for f in unchecked(exc, selection).findings], None
     except OSError as exc:
         return [], f"{path}: cannot read: {exc.strerror or exc}"
 

@@ -42,7 +42,7 @@ def test_the_seed_closure_in_a_method_is_confirmed_with_its_factor(capsys: pytes
     assert main(["verify", seed]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (
-        f'{seed}:17: FAL001 CONFIRMED report["loss"][0] ×0.50 before fix, held after; loss and grad unchanged'
+        f'{seed}:17:40: FAL001 CONFIRMED report["loss"][0] ×0.50 before fix, held after; loss and grad unchanged'
     )
     # With context parallelism the 2-tuple path multiplies first: 3 / 2.
     assert main(["verify", seed, "--cp-group-size", "3"]) == 0
@@ -159,7 +159,7 @@ def test_verify_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     seed = (FIXTURES / "FAL001" / "seed.py").read_bytes()
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(seed)))
     assert main(["verify", "-"]) == 0
-    assert capsys.readouterr().out.startswith('-:17: FAL001 CONFIRMED report["loss"][0] ×0.50')
+    assert capsys.readouterr().out.startswith('-:17:40: FAL001 CONFIRMED report["loss"][0] ×0.50')
 
 
 def test_megatron_cores_import_warnings_are_not_printed() -> None:
@@ -172,3 +172,12 @@ def test_megatron_cores_import_warnings_are_not_printed() -> None:
     )
     assert run.returncode == 0 and "CONFIRMED" in run.stdout
     assert run.stderr == ""
+
+
+def test_an_unparsable_file_is_a_fal000_as_in_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    assert main(["verify", str(broken)]) == 1  # a finding, as `check` exits; not a usage error
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{broken}:1:7: FAL000 UNCONFIRMED not checked: syntax error: invalid syntax"
+    )
