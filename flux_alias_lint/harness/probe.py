@@ -33,9 +33,9 @@ import libcst as cst
 
 from ..runner import time_limit
 from ._deps import quiet, require_torch
+from .cpu import cuda_is_the_cpu
 from .moduletop import Project, run_module_top
 from .standins import (
-    CudaIsTheCpu,
     Run,
     StandInMapping,
     Stub,
@@ -143,7 +143,7 @@ class Probe:
         outputs, error = None, None
         try:
             args, kwargs = self._arguments()
-            with quiet(), single_rank(), undecidable_bools(self.run), CudaIsTheCpu(), _time_limit():
+            with quiet(), single_rank(), undecidable_bools(self.run), cuda_is_the_cpu(), _time_limit():
                 outputs = self.func(*args, **kwargs)
         except (Exception, SystemExit) as exc:  # the code raised with these stand-ins: the caller may try another path
             error = exc

@@ -11,7 +11,6 @@
 - ``Flag``: a module-level ``True``/``False`` setting; both values are tried, the module's first.
 - ``StandInMapping``: a structured batch. Any key gives a tensor; ``key in batch`` and
   ``batch.get(key)`` are undecidable, so both answers are tried.
-- ``CudaIsTheCpu``: CUDA devices are the CPU.
 - ``single_rank``: ``torch.distributed`` and megatron-core's ``parallel_state`` answer as the
   only rank of every group while the probe runs: world size 1, rank 0, collectives no-ops.
 - ``Run``: a probe's source of stand-in tensors and of answers to undecidable branches, one
@@ -438,23 +437,6 @@ def single_rank() -> Iterator[None]:
                 if answer is not None and callable(getattr(module, name)):
                     stack.enter_context(mock.patch.object(module, name, answer))
         yield
-
-
-def _cpu(device: Any) -> Any:
-    return "cpu" if isinstance(device, (str, torch.device)) and torch.device(device).type == "cuda" else device
-
-
-class CudaIsTheCpu(torch.overrides.TorchFunctionMode):
-    """Training code puts tensors on the GPU (``device="cuda"``, ``.cuda()``, ``.to("cuda")``). In the probe
-    they stay on the CPU: ``.cuda()`` returns the tensor itself, as it does for one already on the GPU."""
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        if func is torch.Tensor.cuda:
-            return args[0]
-        kwargs = {key: _cpu(value) if key == "device" else value for key, value in (kwargs or {}).items()}
-        if func is torch.Tensor.to:
-            args = tuple(map(_cpu, args))
-        return func(*args, **kwargs)
 
 
 @contextlib.contextmanager
