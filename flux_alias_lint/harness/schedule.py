@@ -20,6 +20,7 @@ from unittest import mock
 from ._deps import quiet, require, require_torch
 from .assertions import scale_factor
 from .cpu import on_cpu_unless_gpu
+from .guard import callable_name
 from .megatron import installed_megatron_version
 from .report import iter_report_tensors
 
@@ -144,13 +145,6 @@ class _LossRecorder:
             return outputs
 
         return output_tensor, recorded
-
-
-def callable_name(func: Any) -> str:
-    """``loss_func`` for a function, a bound method or a ``functools.partial`` of either."""
-    while isinstance(func, functools.partial):
-        func = func.func
-    return getattr(func, "__qualname__", None) or repr(func)
 
 
 def _agrees(reference: Any, tensor: Any) -> bool:
