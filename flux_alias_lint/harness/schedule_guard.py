@@ -88,17 +88,25 @@ def _schedules() -> types.ModuleType:
 
 
 def _guarded_calc_loss(original: Callable[..., Any], alarm: _Alarm) -> Callable[..., Any]:
-    signature = inspect.signature(original)
+    # Megatron passes every argument by position; looking them up by index costs far less than
+    # inspect.signature().bind on each microbatch.
+    names = list(inspect.signature(original).parameters)
+    loss_func_at, config_at, non_loss_at = (names.index(n) for n in ("loss_func", "config", "collect_non_loss_data"))
+
+    def argument(args: tuple[Any, ...], kwargs: dict[str, Any], index: int) -> Any:
+        return args[index] if index < len(args) else kwargs.get(names[index])
 
     @functools.wraps(original)
     def forward_step_calc_loss(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)
-        arguments = bound.arguments
-        loss_func = arguments["loss_func"]
-        if loss_func is not None and not arguments.get("collect_non_loss_data"):
-            per_token = getattr(arguments["config"], "calculate_per_token_loss", False)
-            arguments["loss_func"] = _checked(loss_func, alarm, per_token)
-        return original(*bound.args, **bound.kwargs)
+        loss_func = argument(args, kwargs, loss_func_at)
+        if loss_func is not None and not argument(args, kwargs, non_loss_at):
+            per_token = getattr(argument(args, kwargs, config_at), "calculate_per_token_loss", False)
+            checked = _checked(loss_func, alarm, per_token)
+            if loss_func_at < len(args):
+                args = (*args[:loss_func_at], checked, *args[loss_func_at + 1 :])
+            else:
+                kwargs = {**kwargs, "loss_func": checked}
+        return original(*args, **kwargs)
 
     return forward_step_calc_loss
 
