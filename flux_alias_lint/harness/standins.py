@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
+import re
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -73,13 +74,31 @@ class Run:
         self.taken.append(answer)
         return answer
 
-    def tensor(self) -> Any:
-        """A fresh non-leaf float tensor that requires grad, like a model output: in-place ops on it are allowed."""
-        size = math.prod(self.shape)
+    def tensor(self, name: str = "") -> Any:
+        """A fresh non-leaf float tensor that requires grad, like a model output: in-place ops on it are allowed.
+
+        In a 3-D shape (batch, sequence, vocabulary: a language model's logits) a stand-in named like
+        token ids is what indexes them (integers below the vocabulary size, one per token), one named like
+        a mask has one value per token and one named like a reward one per sample.
+        """
+        shape = self.shape
+        if len(shape) == 3:
+            if _TOKEN_IDS.search(name):
+                return torch.arange(math.prod(shape[:2])).reshape(shape[:2]) % shape[2]
+            if _PER_TOKEN.search(name):
+                shape = shape[:2]
+            elif _PER_SAMPLE.search(name):
+                shape = shape[:1]
+        size = math.prod(shape)
         values = (torch.arange(1, size + 1, dtype=torch.float32) + len(self.bases)) / size
-        base = values.reshape(self.shape).requires_grad_()
+        base = values.reshape(shape).requires_grad_()
         self.bases.append(base)
         return base * 1.0
+
+
+_TOKEN_IDS = re.compile(r"(^|_)(ids?|tokens?|labels?|index)$")
+_PER_TOKEN = re.compile(r"mask")
+_PER_SAMPLE = re.compile(r"reward|advantage|score")
 
 
 def _unwrap(value: Any) -> Any:
@@ -334,7 +353,7 @@ class StandInMapping(dict):
     def __missing__(self, key: Any) -> Any:
         if key in self._absent:
             raise KeyError(key)
-        self[key] = value = self._run.tensor()
+        self[key] = value = self._run.tensor(key if isinstance(key, str) else "")
         return value
 
     def __contains__(self, key: object) -> bool:
