@@ -37,6 +37,7 @@ from .probe import SHAPES, Execution, Probe, ProbeError, build_probe, functions
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
 from .rescale import megatron_rescale
+from .schedule import run_schedule
 
 torch = require_torch()
 
@@ -242,8 +243,6 @@ def _schedule_moves(probe: Probe, taken: tuple[bool, ...], num_microbatches: int
     The forward step is the stand-in model on a stand-in batch; its loss function replays the probe's
     path. Each microbatch's report is compared with its values as the loss function returned it.
     """
-    from .schedule import run_schedule  # megatron-core's schedule: imported only when a finding gets here
-
     returned: list[Any] = []
 
     def loss_func(output_tensor: Any) -> Any:
