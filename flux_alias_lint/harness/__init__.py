@@ -3,6 +3,8 @@
 - ``megatron_rescale``: what Megatron does to a loss function's outputs, per release.
 - ``assert_report_survives_rescale``: a regression-test helper built on it.
 - ``check_loss_outputs`` / ``guard_loss_func``: a cheap storage-overlap guard for production.
+- ``install`` / ``uninstall`` / ``guard_forward_step``: that guard on every loss function Megatron calls.
+- ``run_schedule`` / ``assert_reports_agree``: a forward step through Megatron's real schedule on one CPU rank.
 
 The public names are loaded lazily so ``import flux_alias_lint.harness`` works without torch;
 using one of them without torch raises ``HarnessUnavailableError`` with the install command.
@@ -28,6 +30,14 @@ _EXPORTS = {
     "ReportAlias": "guard",
     "ReportAliasError": "guard",
     "ReportAliasWarning": "guard",
+    "install": "schedule_guard",
+    "uninstall": "schedule_guard",
+    "guard_forward_step": "schedule_guard",
+    "run_schedule": "schedule",
+    "assert_reports_agree": "schedule",
+    "report_disagreements": "schedule",
+    "single_rank_megatron": "schedule",
+    "stand_in_model": "schedule",
 }
 
 __all__ = [
@@ -38,12 +48,20 @@ __all__ = [
     "ReportAliasError",
     "ReportAliasWarning",
     "assert_report_survives_rescale",
+    "assert_reports_agree",
     "check_loss_outputs",
     "find_report_aliases",
+    "guard_forward_step",
     "guard_loss_func",
+    "install",
     "installed_megatron_version",
     "megatron_rescale",
+    "report_disagreements",
     "resolve_profile",
+    "run_schedule",
+    "single_rank_megatron",
+    "stand_in_model",
+    "uninstall",
 ]
 
 

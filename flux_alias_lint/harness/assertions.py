@@ -83,8 +83,8 @@ def changed_since(before: Snapshot) -> dict[str, str]:
     with torch.no_grad():
         for path, tensor, old in before:
             try:
-                if not _same_values(old, tensor):
-                    moved[path] = _factor(old, tensor)
+                if not same_values(old, tensor):
+                    moved[path] = scale_factor(old, tensor)
             except RuntimeError as exc:  # a view of a multi-output op (split, chunk) the rescale invalidated
                 if "modified inplace" not in str(exc):
                     raise
@@ -92,7 +92,7 @@ def changed_since(before: Snapshot) -> dict[str, str]:
     return moved
 
 
-def _same_values(old: Any, new: Any) -> bool:
+def same_values(old: Any, new: Any) -> bool:
     if old.shape != new.shape:
         return False
     if old.is_floating_point() or old.is_complex():
@@ -100,7 +100,7 @@ def _same_values(old: Any, new: Any) -> bool:
     return torch.equal(old, new)
 
 
-def _factor(old: Any, new: Any) -> str:
+def scale_factor(old: Any, new: Any) -> str:
     """``×0.50``: how much the changed, non-zero values were scaled (a range if not uniform)."""
     changed = (old != new) & (old != 0)
     ratios = (new[changed].double() / old[changed].double()).flatten()

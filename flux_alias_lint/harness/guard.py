@@ -53,19 +53,20 @@ class ReportAlias:
 class ReportAliasError(ValueError):
     """A loss function's report aliases the tensor Megatron rescales in place."""
 
-    def __init__(self, aliases: Sequence[ReportAlias]) -> None:
+    def __init__(self, aliases: Sequence[ReportAlias], loss_func_name: str | None = None) -> None:
         self.aliases = list(aliases)
-        super().__init__(_message(self.aliases))
+        super().__init__(_message(self.aliases, loss_func_name))
 
 
 class ReportAliasWarning(UserWarning):
     """The ``on_alias="warn"`` form of ``ReportAliasError``."""
 
 
-def _message(aliases: Sequence[ReportAlias]) -> str:
+def _message(aliases: Sequence[ReportAlias], loss_func_name: str | None = None) -> str:
     lines = "\n".join(f"  {alias}" for alias in aliases)
+    subject = f"the loss function {loss_func_name}" if loss_func_name else "the loss function"
     return (
-        "the loss function's report aliases its backprop tensor; Megatron rescales that tensor in place "
+        f"{subject}'s report aliases its backprop tensor; Megatron rescales that tensor in place "
         f"(/= num_microbatches, *= cp_size) before it reads the report, so these values are rescaled too:\n"
         f"{lines}\nPut a copy in the report: loss.detach().clone()"
     )
@@ -87,13 +88,24 @@ def find_report_aliases(outputs: Sequence[Any]) -> list[ReportAlias]:
     return found
 
 
-def check_loss_outputs(outputs: Sequence[Any], *, on_alias: OnAlias = "raise") -> Sequence[Any]:
-    """Return ``outputs`` unchanged, or raise ``ReportAliasError`` / warn if the report aliases the loss."""
-    return _check(outputs, on_alias, stacklevel=3)
+def check_loss_outputs(
+    outputs: Sequence[Any], *, on_alias: OnAlias = "raise", calculate_per_token_loss: bool = False
+) -> Sequence[Any]:
+    """Return ``outputs`` unchanged, or raise ``ReportAliasError`` / warn if the report aliases the loss.
+
+    With ``calculate_per_token_loss`` (as in your ``TransformerConfig``) a 3-tuple is not checked:
+    Megatron does not rescale its loss then.
+    """
+    return _check(outputs, on_alias, calculate_per_token_loss, stacklevel=3)
 
 
-def _check(outputs: Sequence[Any], on_alias: OnAlias, stacklevel: int) -> Sequence[Any]:
-    aliases = find_report_aliases(outputs)
+def rescaled_by_megatron(outputs: Sequence[Any], calculate_per_token_loss: bool) -> bool:
+    """Whether Megatron rescales the loss of these outputs in place: a 2-tuple always, a 3-tuple unless per-token."""
+    return not (calculate_per_token_loss and isinstance(outputs, (tuple, list)) and len(outputs) == 3)
+
+
+def _check(outputs: Sequence[Any], on_alias: OnAlias, calculate_per_token_loss: bool, stacklevel: int) -> Sequence[Any]:
+    aliases = find_report_aliases(outputs) if rescaled_by_megatron(outputs, calculate_per_token_loss) else []
     if aliases:
         if on_alias == "raise":
             raise ReportAliasError(aliases)
@@ -102,23 +114,45 @@ def _check(outputs: Sequence[Any], on_alias: OnAlias, stacklevel: int) -> Sequen
     return outputs
 
 
-@overload
-def guard_loss_func(func: F, *, on_alias: OnAlias = "raise") -> F: ...
-@overload
-def guard_loss_func(func: None = None, *, on_alias: OnAlias = "raise") -> Callable[[F], F]: ...
-def guard_loss_func(func: F | None = None, *, on_alias: OnAlias = "raise") -> F | Callable[[F], F]:
-    """Decorate a loss function so every call checks its outputs (``@guard_loss_func`` or ``(on_alias=...)``)."""
+def validate_on_alias(on_alias: str) -> None:
     if on_alias not in ("raise", "warn"):
         raise ValueError(f"on_alias must be 'raise' or 'warn', not {on_alias!r}")
+
+
+@overload
+def guard_loss_func(func: F, *, on_alias: OnAlias = "raise", calculate_per_token_loss: bool = False) -> F: ...
+@overload
+def guard_loss_func(
+    func: None = None, *, on_alias: OnAlias = "raise", calculate_per_token_loss: bool = False
+) -> Callable[[F], F]: ...
+def guard_loss_func(
+    func: F | None = None, *, on_alias: OnAlias = "raise", calculate_per_token_loss: bool = False
+) -> F | Callable[[F], F]:
+    """Decorate a loss function so every call checks its outputs (``@guard_loss_func`` or ``(on_alias=...)``).
+
+    A ``non_loss_data=True`` call (Megatron's ``collect_non_loss_data``) returns arbitrary data and is
+    not checked; nor is a 3-tuple with ``calculate_per_token_loss``, which Megatron does not rescale.
+    """
+    validate_on_alias(on_alias)
 
     def decorate(loss_func: F) -> F:
         @functools.wraps(loss_func)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            return _check(loss_func(*args, **kwargs), on_alias, stacklevel=3)
+            outputs = loss_func(*args, **kwargs)
+            if kwargs.get("non_loss_data"):
+                return outputs
+            return _check(outputs, on_alias, calculate_per_token_loss, stacklevel=3)
 
         return guarded  # type: ignore[return-value]
 
     return decorate if func is None else decorate(func)
+
+
+def callable_name(func: Any) -> str:
+    """``loss_func`` for a function, ``Trainer.loss_func`` for a method, either through ``functools.partial``."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return getattr(func, "__qualname__", None) or type(func).__qualname__
 
 
 def _byte_span(tensor: Any) -> tuple[int, int]:

@@ -33,9 +33,9 @@ import libcst as cst
 
 from ..runner import time_limit
 from ._deps import quiet, require_torch
+from .cpu import cuda_is_the_cpu
 from .moduletop import Project, run_module_top
 from .standins import (
-    CudaIsTheCpu,
     Run,
     StandInMapping,
     Stub,
@@ -50,8 +50,10 @@ torch = require_torch()
 Kind = Literal["tensor", "mapping", "object", "key", "flag"]
 
 # Stand-in tensors are float32 with distinct positive values, in the first of these shapes the
-# function runs with: [4] for a reduced loss, then [2, 4] for code that reduces over `dim=1`.
-SHAPES: tuple[tuple[int, ...], ...] = ((4,), (2, 4))
+# function runs with: [4] for a reduced loss, [2, 4] for code that reduces over `dim=1`, then a
+# language model's [batch, sequence, vocabulary] logits with integer token ids (Run.tensor): a probe
+# that fails on a tensor's rank or dtype tries the next.
+SHAPES: tuple[tuple[int, ...], ...] = ((4,), (2, 4), (2, 4, 8))
 
 # One execution longer than this is stopped: a loop the stand-ins keep going.
 SECONDS_PER_EXECUTION = 5.0
@@ -111,7 +113,7 @@ def stand_in(kind: Kind, name: str, run: Run) -> Any:
         return Stub(name, run)
     if kind == "key":
         return name
-    return run.tensor()
+    return run.tensor(name)
 
 
 @dataclasses.dataclass
@@ -143,7 +145,7 @@ class Probe:
         outputs, error = None, None
         try:
             args, kwargs = self._arguments()
-            with quiet(), single_rank(), undecidable_bools(self.run), CudaIsTheCpu(), _time_limit():
+            with quiet(), single_rank(), undecidable_bools(self.run), cuda_is_the_cpu(), _time_limit():
                 outputs = self.func(*args, **kwargs)
         except (Exception, SystemExit) as exc:  # the code raised with these stand-ins: the caller may try another path
             error = exc

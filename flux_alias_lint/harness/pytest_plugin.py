@@ -1,4 +1,4 @@
-"""pytest plugin (entry point ``pytest11``): the ``megatron_rescale`` fixture and ``--megatron-profile``.
+"""pytest plugin (entry point ``pytest11``): the ``megatron_rescale`` and ``megatron_schedule`` fixtures.
 
 Loaded into every pytest run where flux-alias-lint is installed, so it imports neither
 torch nor megatron-core until a test uses the fixture.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -65,3 +65,29 @@ def megatron_rescale(request: pytest.FixtureRequest) -> MegatronRescale:
     if profile is None:
         profile = "installed" if importlib.util.find_spec("megatron") else "latest"
     return MegatronRescale(profile)
+
+
+class MegatronSchedule:
+    """Megatron's real schedule on one CPU rank (schedule.py), set up for the test that asks for it."""
+
+    def run(self, forward_step_func: Callable[..., Any], model: Any = None, **kwargs: Any) -> list[Any]:
+        """``run_schedule``: Megatron's ``forward_data_store``, one report per microbatch."""
+        from flux_alias_lint.harness.schedule import run_schedule
+
+        return run_schedule(forward_step_func, model, **kwargs)
+
+    def assert_reports_agree(self, forward_step_func: Callable[..., Any], model: Any = None, **kwargs: Any) -> None:
+        """``assert_reports_agree``: every report leaf the same at 1 and at 2 microbatches, training and forward-only."""
+        __tracebackhide__ = True
+        from flux_alias_lint.harness.schedule import assert_reports_agree
+
+        assert_reports_agree(forward_step_func, model, **kwargs)
+
+
+@pytest.fixture
+def megatron_schedule() -> Iterator[MegatronSchedule]:
+    """A single-rank gloo process group and Megatron's parallel state (tp 1, pp 1), torn down after the test."""
+    from flux_alias_lint.harness.schedule import single_rank_megatron
+
+    with single_rank_megatron():
+        yield MegatronSchedule()

@@ -11,7 +11,6 @@
 - ``Flag``: a module-level ``True``/``False`` setting; both values are tried, the module's first.
 - ``StandInMapping``: a structured batch. Any key gives a tensor; ``key in batch`` and
   ``batch.get(key)`` are undecidable, so both answers are tried.
-- ``CudaIsTheCpu``: CUDA devices are the CPU.
 - ``single_rank``: ``torch.distributed`` and megatron-core's ``parallel_state`` answer as the
   only rank of every group while the probe runs: world size 1, rank 0, collectives no-ops.
 - ``Run``: a probe's source of stand-in tensors and of answers to undecidable branches, one
@@ -26,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
+import re
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -74,13 +74,31 @@ class Run:
         self.taken.append(answer)
         return answer
 
-    def tensor(self) -> Any:
-        """A fresh non-leaf float tensor that requires grad, like a model output: in-place ops on it are allowed."""
-        size = math.prod(self.shape)
+    def tensor(self, name: str = "") -> Any:
+        """A fresh non-leaf float tensor that requires grad, like a model output: in-place ops on it are allowed.
+
+        In a 3-D shape (batch, sequence, vocabulary: a language model's logits) a stand-in named like
+        token ids is what indexes them (integers below the vocabulary size, one per token), one named like
+        a mask has one value per token and one named like a reward one per sample.
+        """
+        shape = self.shape
+        if len(shape) == 3:
+            if _TOKEN_IDS.search(name):
+                return torch.arange(math.prod(shape[:2])).reshape(shape[:2]) % shape[2]
+            if _PER_TOKEN.search(name):
+                shape = shape[:2]
+            elif _PER_SAMPLE.search(name):
+                shape = shape[:1]
+        size = math.prod(shape)
         values = (torch.arange(1, size + 1, dtype=torch.float32) + len(self.bases)) / size
-        base = values.reshape(self.shape).requires_grad_()
+        base = values.reshape(shape).requires_grad_()
         self.bases.append(base)
         return base * 1.0
+
+
+_TOKEN_IDS = re.compile(r"(^|_)(ids?|tokens?|labels?|index)$")
+_PER_TOKEN = re.compile(r"mask")
+_PER_SAMPLE = re.compile(r"reward|advantage|score")
 
 
 def _unwrap(value: Any) -> Any:
@@ -335,7 +353,7 @@ class StandInMapping(dict):
     def __missing__(self, key: Any) -> Any:
         if key in self._absent:
             raise KeyError(key)
-        self[key] = value = self._run.tensor()
+        self[key] = value = self._run.tensor(key if isinstance(key, str) else "")
         return value
 
     def __contains__(self, key: object) -> bool:
@@ -438,23 +456,6 @@ def single_rank() -> Iterator[None]:
                 if answer is not None and callable(getattr(module, name)):
                     stack.enter_context(mock.patch.object(module, name, answer))
         yield
-
-
-def _cpu(device: Any) -> Any:
-    return "cpu" if isinstance(device, (str, torch.device)) and torch.device(device).type == "cuda" else device
-
-
-class CudaIsTheCpu(torch.overrides.TorchFunctionMode):
-    """Training code puts tensors on the GPU (``device="cuda"``, ``.cuda()``, ``.to("cuda")``). In the probe
-    they stay on the CPU: ``.cuda()`` returns the tensor itself, as it does for one already on the GPU."""
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        if func is torch.Tensor.cuda:
-            return args[0]
-        kwargs = {key: _cpu(value) if key == "device" else value for key, value in (kwargs or {}).items()}
-        if func is torch.Tensor.to:
-            args = tuple(map(_cpu, args))
-        return func(*args, **kwargs)
 
 
 @contextlib.contextmanager

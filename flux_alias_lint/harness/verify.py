@@ -28,6 +28,7 @@ import libcst as cst
 
 from ..finding import Finding
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
+from ..project import MEGATRON
 from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
 from ._deps import require_torch
@@ -37,6 +38,7 @@ from .probe import SHAPES, Execution, Probe, ProbeError, build_probe, functions
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
 from .rescale import megatron_rescale
+from .schedule import run_schedule
 
 torch = require_torch()
 
@@ -72,11 +74,19 @@ class Settings:
         return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}"
 
 
+# How a CONFIRMED finding was confirmed: its probe's outputs handed to the installed release's
+# forward_step_calc_loss (or a profile's model of it), or, for a finding Megatron's schedule reaches,
+# its probe called as the loss function in a real run of forward_backward_no_pipelining as well.
+BY_RESCALE = "rescale"
+BY_SCHEDULE = "forward_backward_no_pipelining"
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     finding: Finding
     confirmed: bool
     detail: str
+    confirmed_by: str = ""  # BY_RESCALE or BY_SCHEDULE when confirmed
 
     def line(self) -> str:
         status = "CONFIRMED" if self.confirmed else "UNCONFIRMED"
@@ -84,7 +94,12 @@ class Verdict:
         return f"{f.path}:{f.line}:{f.column}: {f.code} {status} {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.finding.to_dict(), "confirmed": self.confirmed, "detail": self.detail}
+        return {
+            **self.finding.to_dict(),
+            "confirmed": self.confirmed,
+            "detail": self.detail,
+            "confirmed_by": self.confirmed_by or None,
+        }
 
 
 @dataclasses.dataclass
@@ -221,7 +236,63 @@ def _judge(finding: Finding, paths: list[str], before: _Rescaled, after: _Rescal
         and all(_same(a, b) for a, b in zip(before.grads, after.grads, strict=True))
     ):
         return Verdict(finding, False, f"{path} {factor} before fix, held after; but the fix changed the loss or grad")
-    return Verdict(finding, True, f"{path} {factor} before fix, held after; loss and grad unchanged")
+    return Verdict(finding, True, f"{path} {factor} before fix, held after; loss and grad unchanged", BY_RESCALE)
+
+
+def _schedule_moves(probe: Probe, taken: tuple[bool, ...], num_microbatches: int, forward_only: bool) -> dict[str, str]:
+    """Report path → factor for what moved when Megatron's real schedule called the probe as its loss function.
+
+    The forward step is the stand-in model on a stand-in batch; its loss function replays the probe's
+    path. Each microbatch's report is compared with its values as the loss function returned it.
+    """
+    returned: list[Any] = []
+
+    def loss_func(output_tensor: Any) -> Any:
+        execution = probe.execute(taken)
+        if execution.error is not None:
+            raise execution.error
+        returned.append(snapshot(execution.outputs[-1]))
+        return execution.outputs
+
+    def forward_step(data_iterator: Iterator[Any], model: Any) -> tuple[Any, Any]:
+        return model(next(data_iterator)), loss_func
+
+    run_schedule(forward_step, num_microbatches=num_microbatches, forward_only=forward_only)
+    return {path: factor for before in returned for path, factor in changed_since(before).items()}
+
+
+def _through_schedule(
+    verdict: Verdict, probe: Probe, fixed_probe: Probe, execution: Execution, paths: list[str], settings: Settings
+) -> Verdict:
+    """A CONFIRMED verdict of a finding Megatron's schedule reaches, checked again through that schedule.
+
+    A training step where the probe's loss is a scalar; else a forward-only one (a validation step),
+    since the backward of a stand-in loss of several values has no gradient to start from.
+    """
+    if settings.profile != "installed" or settings.cp_group_size != 1:
+        # The real schedule is the installed release's, on one rank.
+        return dataclasses.replace(
+            verdict,
+            detail=f"{verdict.detail} (not run through {BY_SCHEDULE}: it is the "
+            "installed release on one rank, cp size 1)",
+        )
+    forward_only = execution.outputs[0].numel() != 1
+    try:
+        before = _schedule_moves(probe, execution.taken, settings.num_microbatches, forward_only)
+        after = _schedule_moves(fixed_probe, execution.taken, settings.num_microbatches, forward_only)
+    except Exception as exc:  # the schedule refused the stand-ins; the modelled rescale's verdict stands
+        return dataclasses.replace(
+            verdict, detail=f"{verdict.detail} (not through {BY_SCHEDULE}: it raised {type(exc).__name__}: {exc})"
+        )
+    moved = [(path, before[path]) for path in paths if path in before]
+    if not moved:
+        return Verdict(verdict.finding, False, f"{verdict.detail}; but it did not move through {BY_SCHEDULE}")
+    if any(path in after for path in paths):
+        return Verdict(verdict.finding, False, f"{verdict.detail}; but after the fix it moves through {BY_SCHEDULE}")
+    path, factor = moved[0]
+    mode = "forward-only" if forward_only else "training"
+    detail = f"{verdict.detail}; through {BY_SCHEDULE} ({mode}): {path} {factor}, held after"
+    return Verdict(verdict.finding, True, detail, BY_SCHEDULE)
 
 
 def _verify_function(
@@ -277,7 +348,10 @@ def _verify_function(
                 continue
             after = _after_fix(fixed_probe.execute(execution.taken), before, settings)
             for key, paths in reached.items():
-                verdicts[key] = _judge(items[key].finding, paths, before, after)
+                verdict = _judge(items[key].finding, paths, before, after)
+                if verdict.confirmed and verdict.finding.context == MEGATRON:
+                    verdict = _through_schedule(verdict, probe, fixed_probe, execution, paths, settings)
+                verdicts[key] = verdict
             if len(verdicts) == len(items):
                 break
         if len(verdicts) == len(items):
@@ -343,7 +417,8 @@ def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_forma
     for verdict in verdicts:
         print(verdict.line())
     confirmed = sum(v.confirmed for v in verdicts)
+    scheduled = sum(v.confirmed_by == BY_SCHEDULE for v in verdicts)
     print(
-        f"{len(verdicts)} finding(s): {confirmed} confirmed, {len(verdicts) - confirmed} unconfirmed "
-        f"(modelled: {settings.describe()})."
+        f"{len(verdicts)} finding(s): {confirmed} confirmed ({scheduled} also through {BY_SCHEDULE}), "
+        f"{len(verdicts) - confirmed} unconfirmed (modelled: {settings.describe()})."
     )

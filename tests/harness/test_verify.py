@@ -41,12 +41,26 @@ def test_the_seed_closure_in_a_method_is_confirmed_with_its_factor(capsys: pytes
     seed = str(FIXTURES / "FAL001" / "seed.py")
     assert main(["verify", seed]) == 0
     lines = capsys.readouterr().out.splitlines()
+    # Megatron's schedule reaches it (forward_step's loss function): confirmed through its real run too.
     assert lines[0] == (
-        f'{seed}:17:40: FAL001 CONFIRMED report["loss"][0] ×0.50 before fix, held after; loss and grad unchanged'
+        f'{seed}:17:40: FAL001 CONFIRMED report["loss"][0] ×0.50 before fix, held after; loss and grad unchanged; '
+        'through forward_backward_no_pipelining (training): report["loss"][0] ×0.50, held after'
     )
-    # With context parallelism the 2-tuple path multiplies first: 3 / 2.
-    assert main(["verify", seed, "--cp-group-size", "3"]) == 0
-    assert "×1.50 before fix" in capsys.readouterr().out
+    assert lines[1].startswith("1 finding(s): 1 confirmed (1 also through forward_backward_no_pipelining), 0 unc")
+    # With context parallelism the 2-tuple path multiplies first: 3 / 2. The one-rank schedule has cp size 1.
+    assert main(["verify", seed, "--cp-group-size", "3", "--format", "json"]) == 0
+    [verdict] = json.loads(capsys.readouterr().out)
+    assert "×1.50 before fix" in verdict["detail"] and verdict["confirmed_by"] == "rescale"
+    assert (
+        "(not run through forward_backward_no_pipelining: it is the installed release on one rank" in verdict["detail"]
+    )
+
+
+def test_a_finding_no_schedule_reaches_is_confirmed_by_the_rescale_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", str(FIXTURES / "FAL001" / "detach_direct.py"), "--format", "json"]) == 0
+    [verdict] = json.loads(capsys.readouterr().out)
+    assert verdict["context"] == "unreached" and verdict["confirmed_by"] == "rescale"
+    assert "forward_backward_no_pipelining" not in verdict["detail"]
 
 
 def test_a_fix_that_does_not_hold_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

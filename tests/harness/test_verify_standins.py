@@ -146,7 +146,10 @@ def test_an_output_name_from_a_closure_is_a_key(tmp_path: Path, capsys: pytest.C
             )
         """,
     )
-    assert lines == ['FAL002 CONFIRMED report["output_name"] ×0.50 before fix, held after; loss and grad unchanged']
+    assert lines == [
+        'FAL002 CONFIRMED report["output_name"] ×0.50 before fix, held after; loss and grad unchanged; '
+        'through forward_backward_no_pipelining (forward-only): report["output_name"] ×0.50, held after'
+    ]
     assert status == 0
 
 
@@ -474,3 +477,48 @@ def test_two_findings_of_one_entry_are_both_judged(tmp_path: Path, capsys: pytes
     )
     assert len(lines) == 2 and all(line.startswith("FAL001 CONFIRMED") for line in lines)
     assert status == 0
+
+
+POLICY_GRADIENT = """
+    import torch
+    import torch.nn.functional as F
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+
+    def train(model, batches, rewards):
+        rewards_t = torch.tensor(rewards)
+
+        def policy_gradient_loss(logits: torch.Tensor, batch: dict):
+            # The log-probability of each sampled next token, weighted by its sample's reward.
+            log_probs = F.log_softmax(logits[:, :-1, :], dim=-1)
+            taken = log_probs.gather(dim=-1, index=batch["input_ids"][:, 1:].unsqueeze(-1)).squeeze(-1)
+            taken = taken * batch["attention_mask"][:, 1:].float()
+            loss = -(rewards_t.view(-1, 1) * taken).sum(dim=1).mean()
+            return loss, {"pg_loss": loss.detach()}
+
+        def forward_step(data_iterator, model):
+            batch = next(data_iterator)
+            out = model(input_ids=batch["input_ids"])
+            return out, (lambda _: policy_gradient_loss(out, batch))
+
+        get_forward_backward_func()(
+            forward_step_func=forward_step, data_iterator=iter(batches), model=model, num_microbatches=2,
+            seq_length=4, micro_batch_size=2,
+        )
+"""
+
+
+def test_3d_logits_and_integer_token_ids_are_tried_when_flat_tensors_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Megatron-Bridge's RLHF example has this shape: it gathers [batch, sequence, vocabulary] logits at
+    # integer token ids and weights them by one reward per sample.
+    status, lines = _verify(tmp_path, capsys, POLICY_GRADIENT)
+    assert lines == [
+        'FAL001 CONFIRMED report["pg_loss"] ×0.50 before fix, held after; loss and grad unchanged; '
+        'through forward_backward_no_pipelining (training): report["pg_loss"] ×0.50, held after'
+    ]
+    assert status == 0
+    monkeypatch.setattr("flux_alias_lint.harness.verify.SHAPES", probe.SHAPES[:2])
+    status, lines = _verify(tmp_path, capsys, POLICY_GRADIENT)
+    assert status == 1 and lines[0].startswith("FAL001 UNCONFIRMED no probe could run it (")
