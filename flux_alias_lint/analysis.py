@@ -65,7 +65,7 @@ class Work:
 # Beyond this many paths per function, branches are joined again: no statement is analysed more
 # than this many times over.
 _MAX_PATHS = 16
-# The bounds that keep the analysis near-linear (see `ModuleAnalysis._degraded` and README,
+# The bounds that keep the analysis near-linear (see `ModuleAnalysis._degraded` and docs/internals.md,
 # Reliability). Far above what real code reaches: within them the analysis is exact as before.
 _MAX_OPS = 32  # longer op chains end in one widened op standing for the rest
 _MAX_ALIASES = 32  # larger alias sets merge aliases passing through the same expression

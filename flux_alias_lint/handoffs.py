@@ -2,8 +2,8 @@
 
 Each entry names a convention the ecosystem writes, says in one paragraph what the index takes as
 evidence of it, and names the fixture project (`fixtures/FAL001/<case>/`, shaped like the real
-thing) that shows it. The index (`project.py`) reads the conventions' data from here; the README's
-context section lists the same entries.
+thing) that shows it. The index (`project.py`) reads the conventions' data from here; docs/context.md
+lists the same entries.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The table of hand-offs (`flux_alias_lint/handoffs.py`): every entry has its fixture project and the
-README lists it, and each fixture's findings are reached the way its entry says (a hand-off call, not
+"""The table of hand-offs (`flux_alias_lint/handoffs.py`): every entry has its fixture project and
+docs/context.md lists it, and each fixture's findings are reached the way its entry says (a hand-off call, not
 the forward-step signature guess, unless the entry is that guess)."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ def test_every_entry_has_its_fixture_project(entry: HandOff) -> None:
     assert case.kind() is Kind.POSITIVE
 
 
-def test_the_readme_lists_every_entry() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert all(f"`{entry.name}`" in readme for entry in HAND_OFFS)
+def test_the_context_docs_list_every_entry() -> None:
+    docs = (ROOT / "docs" / "context.md").read_text(encoding="utf-8")
+    assert all(f"`{entry.name}`" in docs for entry in HAND_OFFS)
 
 
 def test_the_names_are_unique() -> None:
