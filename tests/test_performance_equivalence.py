@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import synthetic_corpus
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint import check_source, fix_source, lint, parallel, triage
 from flux_alias_lint.cache import Cache
@@ -26,7 +27,7 @@ from flux_alias_lint.selection import Selection
 from flux_alias_lint.source import SourceError
 
 ROOT = Path(__file__).resolve().parents[1]
-BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'
+BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n' + FORWARD_STEP
 CLEAN = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.item()}\n'
 AN_HOUR_AGO = 3600
 
