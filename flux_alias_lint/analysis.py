@@ -490,8 +490,6 @@ class ModuleAnalysis:
         # Method calls whose result is a tensor only by that guess (`_call_method`), by node id.
         self._guessed_sites: set[int] = set()
         self.findings: dict[tuple[int, str], RawFinding] = {}
-        # Functions returning a 3-tuple that is not Megatron's (`_no_token_count`): no finding, on any path.
-        self._not_loss_functions: set[int] = set()
         self._analyzed: set[int] = set()
         self._loops: list[_Loop] = []
         self._paths = 1  # how many paths through the current function are being followed separately
@@ -514,7 +512,7 @@ class ModuleAnalysis:
         for node in everything:
             if id(node) not in self._analyzed:
                 self._analyze_function(node, {})
-        return [f for f in self.findings.values() if id(f.function) not in self._not_loss_functions]
+        return list(self.findings.values())
 
     @staticmethod
     def _module_imports(module: cst.Module) -> dict[str, str]:
@@ -596,8 +594,7 @@ class ModuleAnalysis:
         if backprop.immutable or not backprop.aliases:
             return
         if len(keys) == 3 and self._no_token_count(val.item(1), node):
-            self._not_loss_functions.add(id(self._functions[-1]))
-            return
+            return  # this return is no `(loss, num_tokens, report)`; the function's others are checked
         # Without a dict report or evidence that the loss is a tensor, only a caller known to
         # rescale it (the project index's context, applied in lint.py) makes this a finding:
         # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
@@ -628,7 +625,7 @@ class ModuleAnalysis:
                     key[1],
                     backprop_src,
                     alias.detached,
-                    alias.fixable and not self._may_be_none(alias),
+                    self._suits_a_copy(alias, leaf, backprop),
                     self._functions[-1],
                     leaf_proof_needed,
                 )
@@ -640,6 +637,22 @@ class ModuleAnalysis:
                         proof_needed=old.proof_needed and leaf_proof_needed,
                     )
                 self.findings[key] = finding
+
+    def _suits_a_copy(self, alias: Alias, leaf: Val, backprop: Val) -> bool:
+        """Whether `.clone()` (or `.detach().clone()`) at the alias' entry works on every value that
+        can be there: not where some path leaves a literal (`logged = None`, then `logged = loss` in
+        a branch), a parameter defaulting to None, or a value not shown to be a tensor (`s = loss if
+        scale is None else scale`, `scale` maybe a float)."""
+        if not alias.fixable or self._may_be_none(alias):
+            return False
+        entry = alias.entry
+        if isinstance(entry, cst.Name) and entry.value in _literal_bindings(self._functions[-1]):
+            return False
+        return all(
+            a.ops or a.token in self._tensor_tokens or any(_overlap(a, b) for b in backprop.aliases)
+            for a in leaf.aliases
+            if a.entry is entry
+        )
 
     def _may_be_none(self, alias: Alias) -> bool:
         """A parameter itself whose default is None (`inputs: Optional[Tensor] = None`): `.clone()`
@@ -654,9 +667,9 @@ class ModuleAnalysis:
 
     def _no_token_count(self, middle: Val, node: cst.BaseExpression | None) -> bool:
         """Whether the middle of a returned 3-tuple is shown, on some path, to be no token count (a str,
-        a bool, None or a dict): then the function is not Megatron's `(loss, num_tokens, report)`,
-        whatever it returns elsewhere (Hugging Face's `_prepare_model_inputs` returns `(inputs,
-        input_name, model_kwargs)`). An int can be a count (Megatron before 0.15 divides by it)."""
+        a bool, None or a dict): then this return is not Megatron's `(loss, num_tokens, report)`
+        (Hugging Face's `_prepare_model_inputs` returns `(inputs, input_name, model_kwargs)`). An int
+        can be a count (Megatron before 0.15 divides by it)."""
         if middle.container == "dict":
             return True
         function = self._functions[-1]
@@ -666,9 +679,12 @@ class ModuleAnalysis:
         if not (isinstance(node, cst.Tuple) and len(node.elements) == 3):
             return False
         element = node.elements[1].value
-        if _is_no_count_literal(element) or _is_no_count_literal(element, none=True):
+        if _literal_kind(element) not in (None, "number"):
             return True
-        return isinstance(element, cst.Name) and element.value in _names_bound_to_no_count(function)
+        # A name bound to a str or a dict somewhere; not to None (`num_tokens = None` before the
+        # branches that count is common) nor a bool (`num_tokens = False` on a side path).
+        bound = _literal_bindings(function).get(element.value, frozenset()) if isinstance(element, cst.Name) else ()
+        return bool({"str", "dict"} & set(bound))
 
     def _without_grad(self) -> bool:
         """Whether the function returning runs under `@torch.no_grad()` or `@torch.inference_mode()`:
@@ -1262,13 +1278,9 @@ class ModuleAnalysis:
     def _element(self, node: cst.BaseExpression, inner: Env) -> Val:
         """A comprehension's element. A copy put there is put on every element: only where a tensor
         method or attribute made each (`[x.detach() for x in xs]`) is it a fix; a bare element
-        (`{k: v for k, v in kwargs.items()}`, bools and None among them) is flagged, not fixed."""
-        val = self._eval(node, inner)
-        shown = [a for a in val.aliases if a.ops and a.ops[-1].label.startswith(".")]
-        if len(shown) == len(val.aliases):
-            return val
-        unfixable = frozenset(a if a in shown else dataclasses.replace(a, fixable=False) for a in val.aliases)
-        return dataclasses.replace(val, aliases=unfixable)
+        (`{k: v for k, v in kwargs.items()}`, bools and None among them), or one in a tuple
+        (`dict((k, v) for ...)`), is flagged, not fixed."""
+        return _unfixable_unless_made_by_a_method(self._eval(node, inner))
 
     # ---- calls --------------------------------------------------------------------
 
@@ -2039,18 +2051,24 @@ _LEAVES = (
 )
 
 
-def _is_no_count_literal(node: cst.BaseExpression, none: bool = False) -> bool:
-    """A str or bool literal or a dict display (`none`: the literal None too)."""
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Dict, cst.DictComp)):
-        return True
-    return isinstance(node, cst.Name) and node.value in (("True", "False", "None") if none else ("True", "False"))
+def _literal_kind(node: cst.BaseExpression) -> str | None:
+    """ "str", "bool", "none", "number" or "dict" for a literal (or a dict display or comprehension)."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return "str"
+    if isinstance(node, (cst.Dict, cst.DictComp)):
+        return "dict"
+    if isinstance(node, cst.BaseNumber):
+        return "number"
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return "none" if node.value == "None" else "bool"
+    return None
 
 
 @functools.lru_cache(maxsize=256)
-def _names_bound_to_no_count(function: cst.FunctionDef | cst.Lambda) -> frozenset[str]:
-    """Names the function binds, somewhere, to a str or bool literal or a dict display (`name = "x"`,
-    `a, name = t, "x"`). Not None: `num_tokens = None` before the branches that count is common."""
-    names: set[str] = set()
+def _literal_bindings(function: cst.FunctionDef | cst.Lambda) -> Mapping[str, frozenset[str]]:
+    """The kinds of literal (`_literal_kind`) each name is bound to somewhere in the function
+    (`name = "x"`, `a, name = t, None`): on some path, it is no tensor."""
+    kinds: dict[str, set[str]] = {}
     for stmt in _body_statements(function):
         if not isinstance(stmt, cst.Assign):
             continue
@@ -2060,8 +2078,21 @@ def _names_bound_to_no_count(function: cst.FunctionDef | cst.Lambda) -> frozense
                 pairs = list(
                     zip((e.value for e in target.target.elements), (e.value for e in stmt.value.elements), strict=False)
                 )
-            names.update(t.value for t, v in pairs if isinstance(t, cst.Name) and _is_no_count_literal(v))
-    return frozenset(names)
+            for name, value in pairs:
+                kind = _literal_kind(value)
+                if isinstance(name, cst.Name) and kind is not None:
+                    kinds.setdefault(name.value, set()).add(kind)
+    return {name: frozenset(found) for name, found in kinds.items()}
+
+
+def _unfixable_unless_made_by_a_method(val: Val) -> Val:
+    """`val`, each alias of it or of its entries not made by a tensor method or attribute marked unfixable."""
+    aliases = frozenset(
+        a if not a.fixable or (a.ops and a.ops[-1].label.startswith(".")) else dataclasses.replace(a, fixable=False)
+        for a in val.aliases
+    )
+    items = tuple((key, _unfixable_unless_made_by_a_method(item)) for key, item in val.items)
+    return dataclasses.replace(val, aliases=aliases, items=items)
 
 
 @functools.cache

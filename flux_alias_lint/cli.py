@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import glob
 import json
 import multiprocessing
@@ -29,16 +28,16 @@ from .config import (
     split_codes,
 )
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
-from .finding import ERROR, UNREACHED_MODES, Finding, severity_for
+from .finding import ERROR
 from .gitignore import GitIgnore
 from .noqa import add_noqa
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
 from .progress import phase, progress_wanted, run_summary, track
-from .project import UNREACHED, ProjectIndex, Reaches
+from .project import ProjectIndex, Reaches
 from .rules import RULES
 from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked, write_fix
-from .selection import UNCHECKED, Layer, Selection
+from .selection import UNCHECKED, UNREACHED_MODES, Layer, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode, read_bytes
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -320,7 +319,9 @@ class _Settings:
         config = self.config(path)
         key = (config, config.ignored_for(path))
         if key not in self._selections:
-            self._selections[key] = selection_for(config, path, self._cli, self.args.target_version)
+            self._selections[key] = selection_for(
+                config, path, self._cli, self.args.target_version, self.args.unreached
+            )
         return self._selections[key]
 
     def excluded(self, path: Path) -> bool:
@@ -553,7 +554,7 @@ def _check_stdin(args: argparse.Namespace, settings: _Settings) -> FileResult:
 
 
 def _report(args: argparse.Namespace, results: list[FileResult], errors: list[str], settings: _Settings) -> int:
-    findings = _with_severity(sorted(f for r in results for f in r.findings), args, settings)
+    findings = sorted(f for r in results for f in r.findings)
     errors = errors + [r.error for r in results if r.error]
     warnings = [r.warning for r in results if r.warning]
     for line in errors:
@@ -591,14 +592,3 @@ def _report(args: argparse.Namespace, results: list[FileResult], errors: list[st
     if any(f.severity == ERROR for f in findings) and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
-
-
-def _with_severity(findings: list[Finding], args: argparse.Namespace, settings: _Settings) -> list[Finding]:
-    """Each finding's severity under `unreached` (--unreached, else the file's config); hidden ones dropped."""
-    shown = []
-    for f in findings:
-        mode = args.unreached or settings.config(Path(f.path)).unreached if f.context == UNREACHED else None
-        severity = severity_for(f.context, mode) if mode else f.severity
-        if severity is not None:
-            shown.append(dataclasses.replace(f, severity=severity) if severity != f.severity else f)
-    return shown

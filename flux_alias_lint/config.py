@@ -19,10 +19,9 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .finding import DEFAULT_UNREACHED, UNREACHED_MODES
 from .rules import RULES
 from .runner import DEFAULT_TIMEOUT
-from .selection import Layer, Selection, resolve
+from .selection import DEFAULT_UNREACHED, UNREACHED_MODES, Layer, Selection, resolve
 from .source import DEFAULT_MAX_FILE_SIZE
 
 
@@ -282,9 +281,15 @@ def relative(path: Path, root: Path) -> str:
 
 
 def selection_for(
-    config: Config, path: str, command_line: Layer | None = None, target_version: tuple[int, int] | None = None
+    config: Config,
+    path: str,
+    command_line: Layer | None = None,
+    target_version: tuple[int, int] | None = None,
+    unreached: str | None = None,
 ) -> Selection:
     """What `path` reports: its config's selection with the command line's on top, as ruff resolves it."""
     layers = [Layer(config.select, config.extend_select, config.ignore), *([command_line] if command_line else [])]
     selection = resolve(tuple(RULES), layers, config.ignored_for(path))
-    return dataclasses.replace(selection, target_version=target_version or config.target_version)
+    return dataclasses.replace(
+        selection, target_version=target_version or config.target_version, unreached=unreached or config.unreached
+    )

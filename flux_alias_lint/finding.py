@@ -5,12 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from .project import UNREACHED, Step
+from .selection import DEFAULT_UNREACHED
 
 ERROR = "error"
 WARNING = "warning"
-# What `unreached` (config and --unreached) may say of findings nothing is known to rescale.
-UNREACHED_MODES = ("warn", "error", "ignore")
-DEFAULT_UNREACHED = "warn"
 
 
 def severity_for(context: str, unreached: str = DEFAULT_UNREACHED) -> str | None:

@@ -229,7 +229,8 @@ def _analyze_parsed(
         if lines:  # a triaged piece: its lines are elsewhere in the file
             start_line, end_line, def_line = lines[start_line - 1], lines[end_line - 1], lines[def_line - 1]
         reach = context.reaches.get(def_line, UNREACHED_REACH)
-        if raw.proof_needed and not reach.steps:
+        severity = severity_for(reach.context, selection.unreached)
+        if (raw.proof_needed and not reach.steps) or severity is None:  # None: hidden, and so never fixed
             continue
         if is_suppressed(suppressions, raw.code, (start_line, end_line)):
             continue
@@ -253,7 +254,7 @@ def _analyze_parsed(
             fix_after=edit.after if edit else "",
             context=reach.context,
             reached_by=_styled(reach.steps, source.path),
-            severity=severity_for(reach.context),  # the default mode: never None
+            severity=severity,
         )
         located.append(Located(finding, edit, raw))
     return located
@@ -302,6 +303,7 @@ class FixResult:
     fixed_codes: tuple[str, ...]  # one code per finding the fix removed, sorted
     remaining: list[Finding]  # findings still there afterwards
     dependencies: tuple[str, ...] = ()  # the other files whose functions the findings depend on
+    refused: tuple[str, ...] = ()  # one line per edit left out because it would not clear its finding
 
     @property
     def fixed(self) -> int:
@@ -314,12 +316,14 @@ _MAX_FIX_PASSES = 8
 
 def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION, reaches: Reaches | None = None) -> FixResult:
     """Fix every fixable finding, pass after pass until none is left (so a second `--fix` changes
-    nothing); refuses (SourceError) a result that changes anything but the inserted copies, that does
-    not parse back, or whose own findings an edit did not clear."""
+    nothing). Refuses (SourceError) a result that changes anything but the inserted copies or that
+    does not parse back; an edit that would not clear its own finding is left out (`FixResult.refused`)
+    and the others are applied."""
     before, dependencies = _findings(source, selection, reaches=reaches)
     text, current = source.text, before
+    refused: set[tuple[int, str, str]] = set()  # findings whose copy would not clear them
     for _ in range(_MAX_FIX_PASSES):
-        edits = select_edits(edit for _, edit in current if edit is not None)
+        edits = select_edits(edit for f, edit in current if edit is not None and _identity(f) not in refused)
         if not edits:
             break
         fixed_text = apply_edits(text, edits)
@@ -331,26 +335,32 @@ def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION, reach
             after, _ = _findings(dataclasses.replace(source, text=fixed_text), selection, reaches=reaches)
         except SourceError as exc:
             raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
-        _refuse_uncleared(source.path, current, after, edits)
+        uncleared = _uncleared(current, after, edits)
+        if uncleared:  # the same pass again, without them
+            refused |= uncleared
+            continue
         text, current = fixed_text, after
-    remaining = [finding for finding, _ in current]
+    remaining = [
+        dataclasses.replace(f, fixable=False, fix_before="", fix_after="") if _identity(f) in refused else f
+        for f, _ in current
+    ]
     # Positions move with the edits, so what was fixed is counted per rule, not matched finding by finding.
     fixed = collections.Counter(finding.code for finding, _ in before) - collections.Counter(f.code for f in remaining)
-    return FixResult(text, tuple(sorted(fixed.elements())), remaining, dependencies)
+    refusals = tuple(
+        f"fix refused, the copy at line {line} would not clear its {code} finding" for line, code, _ in sorted(refused)
+    )
+    return FixResult(text, tuple(sorted(fixed.elements())), remaining, dependencies, refusals)
 
 
-def _refuse_uncleared(
-    path: str, before: list[tuple[Finding, Edit | None]], after: list[tuple[Finding, Edit | None]], edits: list[Edit]
-) -> None:
-    """A fix whose finding is still there afterwards (same line, rule and report entry: the copies
-    change no line) would be applied again by every later `--fix`: refuse it instead."""
+def _uncleared(
+    before: list[tuple[Finding, Edit | None]], after: list[tuple[Finding, Edit | None]], edits: list[Edit]
+) -> set[tuple[int, str, str]]:
+    """The findings an edit targeted that are still there afterwards (same line, rule and report entry:
+    the copies change no line): every later `--fix` would apply it again (a copy of the loss itself,
+    say, which the report holds too)."""
     applied = {(e.start, e.end) for e in edits}
     targeted = {_identity(f) for f, edit in before if edit is not None and (edit.start, edit.end) in applied}
-    for finding, _ in after:
-        if _identity(finding) in targeted:
-            raise SourceError(
-                path, f"fix refused, the copy at line {finding.line} would not clear its {finding.code} finding"
-            )
+    return {_identity(f) for f, _ in after} & targeted
 
 
 def _identity(finding: Finding) -> tuple[int, str, str]:

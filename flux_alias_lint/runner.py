@@ -175,6 +175,7 @@ def lint_source(
         diff,
         fixed_codes=result.fixed_codes,
         dependencies=result.dependencies,
+        warning=f"{source.path}: {'; '.join(result.refused)}" if result.refused else None,
     ), result.text
 
 

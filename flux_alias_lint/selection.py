@@ -8,6 +8,9 @@ from collections.abc import Sequence
 # A file that cannot be read, decoded or parsed. Like ruff's `invalid-syntax` it is reported
 # whatever is selected: only an ignore that names it exactly turns it off.
 UNCHECKED = "FAL000"
+# What `unreached` (config and --unreached) may say of findings nothing is known to rescale.
+UNREACHED_MODES = ("warn", "error", "ignore")
+DEFAULT_UNREACHED = "warn"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +23,9 @@ class Selection:
     # is newer than the running interpreter, syntax only it allows (PEP 701 f-strings) is parsed by
     # libcst instead of being a syntax error. Part of the settings, so the cache keys on it too.
     target_version: tuple[int, int] | None = None
+    # Findings nothing is known to rescale: warnings ("warn"), errors, or hidden and left unfixed
+    # ("ignore"); see `finding.severity_for`.
+    unreached: str = DEFAULT_UNREACHED
 
     def enabled(self, code: str) -> bool:
         return any(code.startswith(p) for p in self.select) and not any(code.startswith(p) for p in self.ignore)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -29,8 +28,8 @@ from pygls.workspace import TextDocument
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, project_reached
-from .config import Config, ConfigError, Resolver, selection_for
-from .finding import Finding, severity_for
+from .config import ConfigError, Resolver, selection_for
+from .finding import Finding
 from .lint import check_text, fix_text
 from .noqa import comment_lines, noqa_line, with_noqa
 from .output import context_note
@@ -107,9 +106,8 @@ def project_index(path: str) -> Reached:
     return project_reached([path], (config.root or root) / CACHE_DIR_NAME)
 
 
-def _settings(path: str) -> tuple[Config, Selection]:
-    config = Resolver(None, Path(project_root(path)))(path)
-    return config, selection_for(config, path)
+def _selection(path: str) -> Selection:
+    return selection_for(Resolver(None, Path(project_root(path)))(path), path)
 
 
 def _reaches(source: SourceFile, reached: Reached) -> Reaches:
@@ -122,26 +120,21 @@ def _reaches(source: SourceFile, reached: Reached) -> Reaches:
 def lint_document(path: str, text: str, reached: Reached) -> list[Finding]:
     """What `check` reports for the text, with the severity its config's `unreached` gives (hidden
     where it says "ignore"); a document that does not parse is one FAL000."""
-    source, (config, selection) = SourceFile(path, text, "utf-8"), _settings(path)
+    source, selection = SourceFile(path, text, "utf-8"), _selection(path)
     try:
         found = check_text(source, selection, reaches=_reaches(source, reached))[0]
     except SourceError as exc:
         return unchecked(exc, selection).findings
     except RecursionError:
         return unchecked(SourceError(path, "too deeply nested to analyse"), selection).findings
-    shown = []
-    for finding in found:
-        severity = severity_for(finding.context, config.unreached)
-        if severity is not None:
-            shown.append(dataclasses.replace(finding, severity=severity))
-    return shown
+    return found
 
 
 def fix_document(path: str, text: str, reached: Reached) -> str:
     """What `check --fix` writes for the text; the text itself if it cannot be fixed."""
     source = SourceFile(path, text, "utf-8")
     try:
-        return fix_text(source, _settings(path)[1], _reaches(source, reached)).text
+        return fix_text(source, _selection(path), _reaches(source, reached)).text
     except (SourceError, RecursionError):
         return text
 
