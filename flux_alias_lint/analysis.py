@@ -648,10 +648,11 @@ class ModuleAnalysis:
         entry = alias.entry
         if isinstance(entry, cst.Name) and entry.value in _literal_bindings(self._functions[-1]):
             return False
-        return all(
-            a.ops or a.token in self._tensor_tokens or any(_overlap(a, b) for b in backprop.aliases)
+        # Another parameter passed through untouched may be anything its caller gives (a float scale).
+        return not any(
+            a.token[0] == "param" and not a.ops and a.token not in self._tensor_tokens
             for a in leaf.aliases
-            if a.entry is entry
+            if a.entry is entry and not any(_overlap(a, b) for b in backprop.aliases)
         )
 
     def _may_be_none(self, alias: Alias) -> bool:

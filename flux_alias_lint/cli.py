@@ -52,6 +52,12 @@ def _patterns(value: str) -> tuple[str, ...]:
 def _add_file_options(command: argparse.ArgumentParser) -> None:
     """Selection and discovery options shared by `check` and `verify`. Repeated flags add up, as in ruff."""
     command.add_argument(
+        "--unreached",
+        choices=UNREACHED_MODES,
+        help="findings in functions nothing is known to rescale: warn (print as warnings, which do not fail "
+        "the run; the default), error (fail on them too) or ignore (hide them)",
+    )
+    command.add_argument(
         "--select",
         action="extend",
         type=split_codes,
@@ -119,12 +125,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
     check.add_argument("-e", "--exit-zero", action="store_true", help="exit 0 even if there are findings")
-    check.add_argument(
-        "--unreached",
-        choices=UNREACHED_MODES,
-        help="findings in functions nothing is known to rescale: warn (print as warnings, which do not fail "
-        "the run; the default), error (fail on them too) or ignore (hide them)",
-    )
     check.add_argument(
         "--exit-non-zero-on-fix", action="store_true", help="with --fix: exit 1 if a file was changed (pre-commit)"
     )
