@@ -231,6 +231,32 @@ def is_tensor_method(name: str) -> bool:
     return name in TENSOR_METHODS or is_inplace_method(name)
 
 
+# In-place methods that change a tensor's shape, flags or storage pointer, never the values in its
+# storage: an alias taken before them (`loss.detach()`) still reads the same numbers.
+METADATA_INPLACE_METHODS: frozenset[str] = frozenset(
+    {
+        "as_strided_",
+        "rename_",
+        "requires_grad_",
+        "resize_",
+        "resize_as_",
+        "set_",
+        "share_memory_",
+        "squeeze_",
+        "swapaxes_",
+        "swapdims_",
+        "t_",
+        "transpose_",
+        "unsqueeze_",
+    }
+)
+
+
+def writes_in_place(name: str) -> bool:
+    """Whether ``x.name(...)`` changes the values in ``x``'s storage (``mul_``, ``copy_``, ``zero_``, ...)."""
+    return is_inplace_method(name) and name not in METADATA_INPLACE_METHODS
+
+
 def is_inplace_method(name: str) -> bool:
     """PyTorch's naming convention: ``mul_``, ``div_``, ``clamp_`` mutate and return ``self``."""
     return name.endswith("_") and not name.startswith("_") and name not in DETACH_METHODS

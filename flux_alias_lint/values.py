@@ -1,0 +1,373 @@
+"""The values the abstract interpreter computes (`analysis.py`, `captures.py`): storage tokens, the
+chains of alias operations from a storage to a value, containers and their entries, and joins.
+
+Two aliases overlap when they may share memory (`_overlap`); the most doubtful operation between
+them says how (`_relative_kind`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import libcst as cst
+
+from .aliasing import AliasKind
+
+# A storage token: a root (an allocation site, a parameter, a free name) plus the
+# constant indices taken from it. ``x[0]`` and ``x[1]`` never overlap; ``x`` and ``x[0]`` do.
+Token = tuple
+
+
+Key = str | int | None  # a container key; None = unknown
+
+
+class Field(str):
+    """The key of a record's field (`report.lm`): a `str`, told apart only to be shown as an attribute."""
+
+
+# The bounds that keep the analysis near-linear (see `ModuleAnalysis._degraded` and docs/internals.md,
+# Reliability). Far above what real code reaches: within them the analysis is exact as before.
+_MAX_OPS = 32  # longer op chains end in one widened op standing for the rest
+
+
+_MAX_ALIASES = 32  # larger alias sets merge aliases passing through the same expression
+
+
+_INDEXED = 32  # containers with more entries find keys through an index, not a scan
+
+
+_SEVERITY = {
+    AliasKind.SAME: 0,
+    AliasKind.DETACH: 1,
+    AliasKind.VIEW: 2,
+    AliasKind.MAY_RETURN_SELF: 3,
+}
+
+
+class Op(NamedTuple):  # a tuple: hashed in C, and alias sets hash their chains of ops on every read
+    kind: AliasKind
+    label: str  # e.g. ".detach()", "[0]", ".float()"
+    unpacked: bool = False  # position i of `a, b = value`: an element, not a view of the whole
+    # Stands for several chains of ops (see `_widened`): never known to equal another op.
+    widened: bool = False
+
+
+def _widened(tails: Sequence[Sequence[Op]], detached: bool) -> Op:
+    """One op standing for several tails of ops (`detached`: whether every chain they end was detached).
+
+    Its kind is their most doubtful one; it never equals another op, so the aliases it ends overlap
+    whatever the tails could have (sound), only less precisely.
+    """
+    kind = max((op.kind for tail in tails for op in tail), key=_SEVERITY.__getitem__, default=AliasKind.SAME)
+    if kind is AliasKind.DETACH and not detached:
+        kind = AliasKind.SAME  # a chain that was never detached must keep `.detach()` in its fix
+    return Op(kind, "...", widened=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    token: Token
+    ops: tuple[Op, ...] = ()
+    # The expression that last produced or passed this value: where a finding points.
+    entry: cst.BaseExpression | None = None
+    # False when `entry` is a container the value was unpacked from (`list(x.chunk(2))`):
+    # there is no expression of the value itself to put `.clone()` after.
+    fixable: bool = True
+    # It went through a record's field: records are followed only where a rescaling caller is known
+    # (the triage, which keeps those functions whole, does not follow them), wherever it goes next.
+    via_record: bool = False
+
+    def __hash__(self) -> int:
+        # Computed once: an alias is hashed each time a set of them is built (every read of a name),
+        # and its chain of ops can be 32 long.
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.token, self.ops, self.entry, self.fixable, self.via_record))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    @property
+    def detached(self) -> bool:
+        return any(op.kind is AliasKind.DETACH for op in self.ops)
+
+    def derive(self, op: Op, node: cst.BaseExpression, index: Key | None = None, fixable: bool = True) -> Alias:
+        token = self.token if index is None else self.token + (index,)
+        ops = self.ops + (op,)
+        if len(ops) > _MAX_OPS:  # `r = r.view(-1)` repeated: the chain stops growing
+            tail = ops[_MAX_OPS - 1 :]
+            ops = ops[: _MAX_OPS - 1] + (_widened([tail], any(o.kind is AliasKind.DETACH for o in ops)),)
+        return Alias(token, ops, node, fixable, self.via_record)
+
+
+@dataclasses.dataclass(frozen=True)
+class Val:
+    """What an expression may evaluate to."""
+
+    aliases: frozenset[Alias] = frozenset()
+    container: str | None = None  # "dict", "seq" or "record" (a dataclass or NamedTuple, by `Field`)
+    items: tuple[tuple[Key, Val], ...] = ()
+    immutable: bool = False  # provably a Python number/str/None: can never alias
+    dtype: str | None = None
+    length: int | None = None  # size of dimension 0 where known (`torch.stack([a, b])`): resolves x[-1]
+    # Positive evidence that it may be a tensor: a torch call or tensor-only method made it, a `Tensor`
+    # annotation, any method call in a module that imports torch (not the parts of its result unpacked
+    # into names), or arithmetic on such a value.
+    tensor: bool = False
+    function: cst.FunctionDef | None = None  # a nested def bound to this name: its calls use its summary
+
+    def item(self, key: Key) -> Val:
+        if key is not None:
+            position = self._position(key)
+            if position is not None:
+                return self.items[position][1]
+        found = [v for k, v in self.items if key is None or k is None]
+        return join_all(found) if found else Val()
+
+    def _position(self, key: Key) -> int | None:
+        """Where the known `key` is in `items`. Known keys are unique; a large container looks
+        them up in a `_KeyIndex` (cached on the instance), so 20,000 stores are not 20,000 scans."""
+        if len(self.items) <= _INDEXED:
+            return next((i for i, (k, _) in enumerate(self.items) if k == key), None)
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = _KeyIndex(self.items)
+            object.__setattr__(self, "_index", index)
+        return index.find(key, len(self.items))
+
+    def with_item(self, key: Key, value: Val, *, strong: bool = True) -> Val:
+        """Store `value` at `key`; a weak store (unknown key) may or may not overwrite, so it joins."""
+        if key is not None and len(self.items) > _INDEXED:
+            return self._with_known_item(key, value, strong)
+        strong = strong and key is not None
+        items, found = [], False
+        for k, v in self.items:
+            if k == key:
+                found = True
+                items.append((k, value if strong else join(v, value)))
+            else:
+                items.append((k, v))
+        if not found:
+            items.append((key, value))
+        return dataclasses.replace(self, items=tuple(items))
+
+    def _with_known_item(self, key: Key, value: Val, strong: bool) -> Val:
+        """`with_item` for a known key of a large container: a lookup and a copy, no Python-level scan."""
+        position = self._position(key)
+        index: _KeyIndex = self.__dict__["_index"]
+        if position is None:
+            items = self.items + ((key, value),)
+            index = index.appended(key, len(self.items))
+        else:
+            stored = value if strong else join(self.items[position][1], value)
+            items = self.items[:position] + ((key, stored),) + self.items[position + 1 :]
+        result = dataclasses.replace(self, items=items)
+        object.__setattr__(result, "_index", index)  # the same keys at the same positions
+        return result
+
+    def entered_at(self, node: cst.BaseExpression) -> Val:
+        """The same value, now passed through ``node`` (its top-level aliases only)."""
+        if not self.aliases:
+            return self
+        # Constructors, not dataclasses.replace: this runs for every name read.
+        aliases = frozenset(Alias(a.token, a.ops, node, True, a.via_record) for a in self.aliases)
+        if len(aliases) > _MAX_ALIASES:  # all through `node` now: chains of one storage merge
+            aliases = _merge_aliases(aliases)
+        return Val(
+            aliases, self.container, self.items, self.immutable, self.dtype, self.length, self.tensor, self.function
+        )
+
+
+IMMUTABLE = Val(immutable=True)
+
+
+class _KeyIndex:
+    """Positions of the known keys of a container's items, shared by the containers that extend it.
+
+    Items are only ever appended to it by its owner (the container whose length it covers), so
+    a position below a container's own length is that container's: a shorter container sharing
+    the index still reads it right, and one that extends it otherwise takes a copy.
+    """
+
+    def __init__(self, items: tuple[tuple[Key, Val], ...]) -> None:
+        self.positions: dict[Key, int] = {}
+        for i, (k, _) in enumerate(items):
+            if k is not None:
+                self.positions.setdefault(k, i)
+        self.length = len(items)
+
+    def find(self, key: Key, length: int) -> int | None:
+        position = self.positions.get(key)
+        return position if position is not None and position < length else None
+
+    def appended(self, key: Key, length: int) -> _KeyIndex:
+        """The index of a container of `length` items with `key` appended."""
+        index = self
+        if self.length != length:  # another container already extended this one: copy its part
+            index = _KeyIndex.__new__(_KeyIndex)
+            index.positions = {k: p for k, p in self.positions.items() if p < length}
+        index.positions[key] = length
+        index.length = length + 1
+        return index
+
+
+def join(a: Val, b: Val) -> Val:
+    if a is b:
+        return a
+    items: dict[Key, Val] = {}
+    for k, v in a.items + b.items:
+        items[k] = join(items[k], v) if k in items else v
+    return Val(
+        aliases=a.aliases | b.aliases,
+        container=a.container or b.container,
+        items=tuple(items.items()),
+        immutable=a.immutable and b.immutable,
+        dtype=a.dtype if a.dtype == b.dtype else None,
+        length=a.length if a.length == b.length else None,
+        tensor=a.tensor or b.tensor,
+        function=a.function if a.function is b.function else None,
+    )
+
+
+def _merge_aliases(aliases: frozenset[Alias]) -> frozenset[Alias]:
+    """Fewer aliases covering at least the same storage, for findings at the same expressions.
+
+    Branches alternating `r = r.detach()` and `r = r.view(-1)` give 2**n chains of ops: aliases
+    through the same expression merge into one over their common token and ops prefix, ending in
+    a widened op. Aliases through different expressions stay apart (each is a finding of its own).
+    Done where a value is read (`Val.entered_at`), when all its aliases pass through one
+    expression: a join only unions what reads made, so sets grow with the code, not exponentially.
+    """
+    groups: dict[tuple[int, bool, object], list[Alias]] = {}
+    for alias in aliases:
+        groups.setdefault((id(alias.entry), alias.fixable, alias.token[:2]), []).append(alias)
+    several = [group for group in groups.values() if len(group) > 1]
+    if not several:
+        return aliases  # distinct storages: nothing to merge (and no set to rebuild, which rehashes)
+    merged = []
+    for group in several:
+        token = _common_prefix([a.token for a in group])
+        ops = _common_prefix([a.ops for a in group])
+        tails = [a.ops[len(ops) :] for a in group]
+        if any(tails):
+            ops += (_widened(tails, all(a.detached for a in group)),)
+        merged.append(Alias(token, ops, group[0].entry, group[0].fixable, any(a.via_record for a in group)))
+    return aliases.difference(alias for group in several for alias in group).union(merged)
+
+
+def _common_prefix(items: Sequence[tuple]) -> tuple:
+    shortest = min(items, key=len)
+    for i, x in enumerate(shortest):
+        if any(item[i] != x or getattr(x, "widened", False) for item in items):
+            return shortest[:i]
+    return shortest
+
+
+def join_all(vals: Sequence[Val]) -> Val:
+    out = vals[0]
+    for v in vals[1:]:
+        out = join(out, v)
+    return out
+
+
+Env = dict[str, Val]
+
+
+def join_envs(envs: Sequence[Env | None]) -> Env | None:
+    live = [e for e in envs if e is not None]
+    if not live:
+        return None
+    out = dict(live[0])
+    for env in live[1:]:
+        for name, val in env.items():
+            current = out.get(name)
+            if current is None:
+                out[name] = val
+            elif current is not val:  # most names are untouched by the branches being joined
+                out[name] = join(current, val)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RawFinding:
+    """A finding before positions, noqa and selection are applied."""
+
+    code: str
+    entry: cst.BaseExpression
+    report_path: str
+    backprop: str
+    detached: bool  # the flagged value already went through a detach: the fix is `.clone()` alone
+    fixable: bool
+    function: cst.FunctionDef | cst.Lambda  # the loss function whose return this is
+    # Only a finding if the function is known to be called by Megatron or an in-place caller: the
+    # report is not a dict, or nothing shows the loss is a tensor.
+    proof_needed: bool = False
+
+
+def render_path(path: Sequence[Key]) -> str:
+    parts = []
+    for key in path:
+        if key is None:
+            parts.append("[...]")
+        elif isinstance(key, Field):
+            parts.append("." + key)
+        elif isinstance(key, str):
+            parts.append('["' + key.replace("\\", "\\\\").replace('"', '\\"') + '"]')
+        else:
+            parts.append(f"[{key}]")
+    return "report" + "".join(parts)
+
+
+def _overlap(entry: Alias, backprop: Alias) -> bool:
+    """Whether two aliases may share memory: the same storage, and not two different subscripts of it."""
+    n = min(len(entry.token), len(backprop.token))
+    if entry.token[:n] != backprop.token[:n]:
+        return False
+    common = 0
+    for x, y in zip(entry.ops, backprop.ops, strict=False):
+        if x != y or x.widened:
+            # `text[:i]` and `text[i:]`: different parts of one base are assumed disjoint.
+            return not (_narrows(x) and _narrows(y))
+        common += 1
+    # `loss, extra = out` on one branch, `loss = out` on another: `extra` is an element of a
+    # tuple there, never part of `out` as a tensor, so it cannot alias the whole.
+    return not (len(backprop.ops) == common < len(entry.ops) and entry.ops[common].unpacked)
+
+
+def _narrows(op: Op) -> bool:
+    """A subscript slicing away part of dimension 0 (`[:i]`, `[1:]`), not all of it (`[:]`, `[...]`,
+    `[None]`, `[:, 0]`). Constant indices are not this: the storage token tells `x[0]` from `x[1]`
+    exactly, and `x[-1]` may be `x[1]`."""
+    if not op.label.startswith("["):
+        return False
+    first = op.label[1:-1].split(",")[0].replace(" ", "")
+    return ":" in first and first not in (":", "::")
+
+
+def _relative_kind(entry: Alias, backprop: Alias) -> AliasKind:
+    """The most doubtful operation separating the report value from the backprop tensor."""
+    common = 0
+    for x, y in zip(entry.ops, backprop.ops, strict=False):
+        if x != y or x.widened:
+            break
+        common += 1
+    rest = entry.ops[common:] + backprop.ops[common:]
+    return max((op.kind for op in rest), key=_SEVERITY.__getitem__, default=AliasKind.SAME)
+
+
+def _leaves(val: Val, path: tuple[Key, ...] = ()) -> Iterator[tuple[tuple[Key, ...], Val]]:
+    if val.aliases:
+        yield path, val
+    for key, item in val.items:
+        yield from _leaves(item, path + (key,))
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a chain of names, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
