@@ -36,7 +36,9 @@ from .aliasing import (
     is_tensor_method,
     method_alias_kind,
     torch_function_alias_kind,
+    writes_in_place,
 )
+from .captures import CAPTURED, WRITTEN, CaptureTracking
 from .evidence import Declared, declared, declared_returns_of, declares_no_count
 from .library import Definition, Library
 from .rules import CODE_FOR_KIND
@@ -132,7 +134,7 @@ class _Loop:
         self.continues: list[Env | None] = []
 
 
-class ModuleAnalysis:
+class ModuleAnalysis(CaptureTracking):
     """Runs the abstract interpreter over every function of one module.
 
     `library`: the whole file's functions (`module` may hold only the units the triage kept), for the
@@ -172,6 +174,7 @@ class ModuleAnalysis:
         # In a loop unrolled over a dict's entries (`_unrolled_loop_exits`): its key name -> this pass's key.
         self._loop_keys: dict[str, Key | _OtherKeys] = {}
         self._loop_bodies: dict[int, tuple[set[str], set[tuple[str | None, str]]]] = {}  # `_assigned_in`, per loop
+        self._init_captures()
 
     # ---- entry points -------------------------------------------------------------
 
@@ -244,7 +247,10 @@ class ModuleAnalysis:
         # the enclosing function's budget bounds (its own work counts against both).
         self._work_limit = self.work.statements + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
         env: Env = dict(closure)
-        self._bind_parameters(node, env)
+        for key in (CAPTURED, WRITTEN):  # a nested function runs later: what was captured by then is not known
+            env.pop(key, None)
+        params = self._bind_parameters(node, env)
+        self._enter_function(node, closure, params)
         self._functions.append(node)
         if isinstance(node, cst.Lambda):
             self._check_return(self._eval(node.body, env), node.body)
@@ -599,6 +605,7 @@ class ModuleAnalysis:
                 self._collected.append((val, dict(env)))
             else:
                 self._check_return(val, small.value)
+                self._captures_at_return(val, small.value, env)
             return None
         if isinstance(small, cst.Raise):
             if small.exc is not None:
@@ -649,7 +656,8 @@ class ModuleAnalysis:
             for key, val in rhs.items:
                 new = new.with_item(key, val, strong=key is not None)
         else:
-            return  # a tensor: `loss /= n` is in place, every alias stays
+            self._written(current, small, env)  # a tensor: `loss /= n` is in place, every alias stays
+            return
         self._bind(small.target, new, env)
 
     # ---- binding ------------------------------------------------------------------
@@ -673,6 +681,8 @@ class ModuleAnalysis:
             if current is not None and current.container == "record":  # `report.lm = ...`
                 env[owner] = current.with_item(Field(target.attr.value), _into_record(val))  # type: ignore[index]
                 return
+            if self._escapes(target.value, env):  # `self.last = loss.detach()`
+                self._capture(self.module.code_for_node(target), val, env)
             dotted = dotted_name(target)
             if dotted is not None:
                 for name in [n for n in env if n.startswith(dotted + ".")]:
@@ -722,6 +732,8 @@ class ModuleAnalysis:
             and (self._is_summarised_parameter(current) or isinstance(key, str))
         ):
             current = _as_mapping(current)
+        if (isinstance(key, str) or (current is not None and current.container)) and self._escapes(target, env):
+            self._capture(self.module.code_for_node(target), val, env)  # `metrics["loss"] = v`
         if current is None or (current.container is None and current.aliases):
             return
         base = current if current.container else dataclasses.replace(current, container="dict")
@@ -1291,6 +1303,9 @@ class ModuleAnalysis:
     def _call_method(self, func: cst.Attribute, node: cst.Call, env: Env) -> Val:
         name = func.attr.value
         receiver = self._eval(func.value, env)
+        positional, keywords = self._args(node, env)
+        if name in CONTAINER_MUTATORS and self._escapes(func.value, env):
+            self._capture_arguments(func, name, receiver, positional, keywords, node, env)
         if not receiver.container and name in CONTAINER_MUTATORS and self._is_tracked_entry(func.value, env):
             receiver = Val(container="dict" if name in ("update", "setdefault") else "seq")  # a defaultdict's new entry
         if not receiver.container and name in _MAPPING_METHODS and self._is_summarised_parameter(receiver):
@@ -1298,11 +1313,12 @@ class ModuleAnalysis:
         if not receiver.container and receiver.aliases and _updates_a_mapping(node):
             receiver = _as_mapping(receiver)  # `metric.update({"lm": ...})`, `metric.update(lm=...)`
         if receiver.container:
-            result, updated = self._container_method(receiver, name, node, env)
+            result, updated = self._container_method(receiver, name, node, positional, keywords)
             if updated is not None:
                 self._write_back(func.value, updated, env)
             return result
-        positional, keywords = self._args(node, env)
+        if writes_in_place(name):
+            self._written(receiver, node, env)
         # `.item()`, `.tolist()`, `.type()` (a str), and any method of a str/int/float (`text.partition(...)`).
         if name in NUMBER_METHODS or name == "tolist" or receiver.immutable or (name == "type" and not node.args):
             return IMMUTABLE
@@ -1352,6 +1368,28 @@ class ModuleAnalysis:
             return positional[0].dtype
         return None
 
+    def _capture_arguments(
+        self,
+        func: cst.Attribute,
+        name: str,
+        receiver: Val,
+        positional: list[Val],
+        keywords: dict[str, Val],
+        node: cst.Call,
+        env: Env,
+    ) -> None:
+        """`self.losses.append(v)`, `metrics.update({...})`: what a container that outlives the function
+        is given. An `update` only of a container or given a mapping (`meter.update(loss)` may copy)."""
+        if name == "update" and not (receiver.container or _updates_a_mapping(node)):
+            return
+        given = [*positional, *keywords.values()]
+        if given:
+            place = self.module.code_for_node(func.value) + "[...]"
+            self._capture(place, join_all(given), env)
+
+    def _rebound_names(self, node: cst.FunctionDef) -> frozenset[str]:
+        return frozenset(_assigned_in(node.body)[0])
+
     def _is_summarised_parameter(self, val: Val) -> bool:
         """A parameter of the helper being summarised (never a container of the caller's own)."""
         return (
@@ -1377,9 +1415,10 @@ class ModuleAnalysis:
         elif isinstance(target, cst.Subscript):
             self._store_item(target, updated, env)
 
-    def _container_method(self, receiver: Val, name: str, node: cst.Call, env: Env) -> tuple[Val, Val | None]:
+    def _container_method(
+        self, receiver: Val, name: str, node: cst.Call, positional: list[Val], keywords: dict[str, Val]
+    ) -> tuple[Val, Val | None]:
         """dict/list methods: (what the call gives, the container after it when it mutates it)."""
-        positional, keywords = self._args(node, env)
         key = _constant_index(node.args[0].value) if node.args and node.args[0].keyword is None else None
         updated: Val | None = None
         result: Val = IMMUTABLE

@@ -18,7 +18,7 @@ from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
 from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED_REACH, ProjectIndex, Reach, Step
-from .rules import RULES
+from .rules import CAPTURE_CODE, RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
 from .triage import Reduced, reduce_source
@@ -31,12 +31,22 @@ _RELATION = {
 }
 
 
-def _message(raw: RawFinding, expression: str, reach: Reach) -> str:
-    """One line: what the entry is, what will happen to it at run time, and the rule that explains it."""
-    if len(expression) > 28 or "\n" in expression:
-        expression = expression.replace("\n", " ")[:25] + "..."
-    what = f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`"
-    return f"{what}; {_consequence(reach)} (flux-alias-lint rule {raw.code})"
+def _message(raw: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None = None) -> str:
+    """One line: what the entry is, what will happen to it at run time, and the rule that explains it.
+    `write`: for FAL005, the in-place write in the function and its line (None: the returned loss's rescale)."""
+    expression = _shortened(expression)
+    if raw.code == CAPTURE_CODE and write is not None:
+        what = (
+            f"{raw.report_path} = `{expression}` is changed by the in-place `{_shortened(write[0])}` at line {write[1]}"
+        )
+        consequence = "the kept value is then the one after the write, not the one it was kept to show"
+    elif raw.code == CAPTURE_CODE:
+        what = f"{raw.report_path} = `{expression}` shares storage with the returned loss `{raw.backprop}`"
+        consequence = _consequence(reach)
+    else:
+        what = f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`"
+        consequence = _consequence(reach)
+    return f"{what}; {consequence} (flux-alias-lint rule {raw.code})"
 
 
 def _consequence(reach: Reach) -> str:
@@ -53,6 +63,12 @@ def _consequence(reach: Reach) -> str:
         "an in-place rescale of it after this function returns (as Megatron's schedule does; none is seen in this "
         "project) would change the reported value too"
     )
+
+
+def _shortened(expression: str) -> str:
+    if len(expression) > 28 or "\n" in expression:
+        return expression.replace("\n", " ")[:25] + "..."
+    return expression
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +250,10 @@ def _analyze_parsed(
             continue
         if is_suppressed(suppressions, raw.code, (start_line, end_line)):
             continue
+        write = None
+        if raw.write is not None:
+            write_line = spans[raw.write][0][0]
+            write = (module.code_for_node(raw.write), lines[write_line - 1] if lines else write_line)
         edit = None
         if raw.fixable:
             edit = make_edit(
@@ -246,7 +266,7 @@ def _analyze_parsed(
             end_line=end_line,
             end_column=end_column + 1,
             code=raw.code,
-            message=_message(raw, module.code_for_node(raw.entry), reach),
+            message=_message(raw, module.code_for_node(raw.entry), reach, write),
             fixable=raw.fixable,
             report_path=raw.report_path,
             backprop=raw.backprop,

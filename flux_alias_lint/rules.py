@@ -173,6 +173,50 @@ def loss_func(output_tensor):
 ```
 """,
         ),
+        Rule(
+            "FAL005",
+            "captured-alias-written-in-place",
+            "a value kept for later shares storage with a tensor that is then changed in place",
+            """\
+## What it does
+Flags a *capture*, a value kept past the statement that makes it, when an in-place write can
+change it afterwards. Captures: an entry of the returned report, an element appended, inserted or
+stored into a container that outlives the function (an attribute of `self`, a parameter, a module
+global, a closure variable: `self.losses.append(v)`, `metrics["loss"] = v`), an attribute set on
+such an object (`self.last_loss = v`). The value is an alias of a tensor: `.detach()`, `.data`, a
+view, a conversion that may return `self`, or the tensor itself. The writers:
+- an in-place write later in the same function (`loss *= scale`, `loss /= n`, `loss += aux`,
+  `loss.mul_(k)`, `copy_`, `zero_`, `clamp_`, ...; the message gives its line);
+- Megatron's schedule, when the tensor is the loss returned by a function Megatron calls (it runs
+  `loss *= cp_size; loss /= num_microbatches`);
+- a caller in the project that unpacks the returned loss and rescales it in place.
+
+Copies (`.clone()`, `.item()`, `float()`, arithmetic, `torch.cat`) and rebinding (`loss = loss * w`)
+are not flagged, nor is a capture made after the write. The tensor itself kept in a list or on an
+attribute and then updated in place by the function is taken to be on purpose (a buffer).
+
+## Why is this bad?
+An alias has no values of its own: an in-place write to the tensor shows through it. The kept
+metric then reports the value after the write (the scaled loss, or the loss divided by the number
+of microbatches), not the one it was meant to keep, and nothing warns.
+
+## Example
+```python
+def loss_func(output_tensor):
+    loss = output_tensor.sum()
+    metrics = {"policy_loss": loss.detach()}
+    loss *= scale
+    return loss, metrics
+```
+
+## Fix
+Keep a copy where the value is captured:
+```python
+    metrics = {"policy_loss": loss.detach().clone()}
+```
+`flux-alias-lint check --fix` inserts the `.clone()` (where the value is shown to be a tensor).
+""",
+        ),
     )
 }
 
@@ -183,3 +227,6 @@ CODE_FOR_KIND: dict[AliasKind, str] = {
     AliasKind.VIEW: "FAL003",
     AliasKind.MAY_RETURN_SELF: "FAL004",
 }
+
+# The code of a capture changed in place after it was made (`captures.py`).
+CAPTURE_CODE = "FAL005"

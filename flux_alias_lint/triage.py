@@ -57,6 +57,7 @@ from .aliasing import (
     attribute_alias_kind,
     method_alias_kind,
     torch_function_alias_kind,
+    writes_in_place,
 )
 from .evidence import Declared, declared
 from .project import find_module
@@ -73,6 +74,9 @@ _OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _CALLED = re.compile(r"(\w+)\s*\(")
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
+# What an in-place write looks like in a unit's text (`loss *= k`, `loss.mul_(k)`): only then can a
+# capture made in it be changed by a write in it (FAL005, `captures.py`).
+_INPLACE_WRITE = re.compile(r"[-+*/%@&|^]=|<<=|>>=|\w_\s*\(")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,11 +138,15 @@ def _reduce_source(text: str, reached: frozenset[int], path: str) -> list[Reduce
         first, last = _first_line(unit), unit.end_lineno or unit.lineno
         spans.append((first, last))
         span = "".join(lines[first - 1 : last])
-        if any(first <= line <= last for line in reached) or (
-            ("return" in span or "lambda" in span)
-            and ("lambda" in span or _some_return_may_fit(unit.body))
-            and (_text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span)))
-            and _flow_may_find(unit, imports, helpers)
+        if (
+            any(first <= line <= last for line in reached)
+            or (
+                ("return" in span or "lambda" in span)
+                and ("lambda" in span or _some_return_may_fit(unit.body))
+                and (_text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span)))
+                and _flow_may_find(unit, imports, helpers)
+            )
+            or (_INPLACE_WRITE.search(span) is not None and _captures_may_be_written(unit, imports, helpers))
         ):
             if not _alone(lines, unit):
                 return None
@@ -703,6 +711,48 @@ def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]], helpers: 
         return True
 
 
+def _captures_may_be_written(node: Def, imports: frozenset[tuple[str, str]], helpers: _Helpers) -> bool:
+    """Whether a value the unit captures may share storage with what an in-place write in it changes
+    (as `_flow_may_find`: first with the imported helpers taken to return anything)."""
+    captured, written = _captures_and_writes(node)
+    if not captured or not written:
+        return False
+    try:
+        rough = helpers.rough
+        rough.guessed = False
+        if not _Flow(node, imports, rough).captured_may_be_written(captured, written):
+            return False
+        return not rough.guessed or _Flow(node, imports, helpers).captured_may_be_written(captured, written)
+    except RecursionError:
+        return True
+
+
+def _captures_and_writes(tree: ast.AST) -> tuple[list[ast.expr], list[ast.expr]]:
+    """What `captures.py` may take for a capture (what a container method is given, what an entry or
+    an attribute is set to, a returned value) and what an in-place write may change (the target of
+    `x op= v`, the receiver of `x.mul_(v)`)."""
+    captured: list[ast.expr] = []
+    written: list[ast.expr] = []
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.AugAssign:
+            written.append(node.target)
+        elif kind is ast.Call and type(node.func) is ast.Attribute:
+            if writes_in_place(node.func.attr):
+                written.append(node.func.value)
+            elif node.func.attr in CONTAINER_MUTATORS:
+                captured += [arg.value if type(arg) is ast.Starred else arg for arg in node.args]
+                captured += [keyword.value for keyword in node.keywords]
+        elif (
+            kind is ast.Assign
+            and any(type(t) in (ast.Subscript, ast.Attribute) for t in node.targets)
+            or kind is ast.Return
+            and node.value is not None
+        ):
+            captured.append(node.value)
+    return captured, written
+
+
 _BINDING_NODES = frozenset(
     {
         ast.Assign,
@@ -1079,6 +1129,12 @@ class _Flow:
             if type(token) is tuple and token[0] == "call":
                 return True
         return False
+
+    def captured_may_be_written(self, captured: list[ast.expr], written: list[ast.expr]) -> bool:
+        """Whether one of `captured` may share storage with one of `written` (`_captures_and_writes`)."""
+        self._settle_storage()
+        changed = _union(self._storage(target) for target in written)
+        return any(_overlap(self._storage(value), changed) for value in captured)
 
     def _display_shares(self, display: ast.Tuple | ast.List) -> bool:
         assert self._store is not None

@@ -303,6 +303,8 @@ class RawFinding:
     # Only a finding if the function is known to be called by Megatron or an in-place caller: the
     # report is not a dict, or nothing shows the loss is a tensor.
     proof_needed: bool = False
+    # FAL005: the in-place write changing the captured value (None: the caller's rescale of the loss).
+    write: cst.CSTNode | None = None
 
 
 def render_path(path: Sequence[Key]) -> str:

@@ -31,10 +31,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 # A context other than "unreached" (see flux_alias_lint/project.py) ends the line.
+# FAL005's path is where the captured value is kept: `report[...]`, `HISTORY[...]`, `state.last_loss`.
 EXPECTED_LINE = re.compile(
-    r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-4]) (?P<path>report(?:\[.+\]|\.\w+)*)"
+    r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-5]) (?P<path>[A-Za-z_]\w*(?:\[.+\]|\.\w+)*)"
     r"(?: (?P<context>megatron|in-place-caller))?$"
 )
+CAPTURE_CODE = "FAL005"
 NOQA = re.compile(r"#\s*noqa\b", re.IGNORECASE)
 
 
@@ -99,7 +101,13 @@ class CheckerCase:
         return [line for line in self.expected_path.read_text(encoding="utf-8").splitlines() if line]
 
     def expected_report_paths(self) -> set[str]:
-        return {EXPECTED_LINE.match(line)["path"] for line in self.expected()}
+        """The report entries the findings name (FAL005's captures are checked apart: `expected_captures`)."""
+        matches = [EXPECTED_LINE.match(line) for line in self.expected()]
+        return {m["path"] for m in matches if m["code"] != CAPTURE_CODE}
+
+    def expected_captures(self) -> set[str]:
+        matches = [EXPECTED_LINE.match(line) for line in self.expected()]
+        return {m["path"] for m in matches if m["code"] == CAPTURE_CODE}
 
     def kind(self) -> Kind:
         if self.expected():

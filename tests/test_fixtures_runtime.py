@@ -5,6 +5,11 @@
 for a 3-tuple) and stores the report. A snapshot taken right after ``loss_func`` returns is
 compared with the stored report: a positive (or a noqa-suppressed alias) must move, a negative
 must not, and a fixed positive must not move while returning the same loss and gradient.
+
+Captures (FAL005) are watched too: every tensor the fixture's code keeps in a container or on an
+object (its module's globals, the locals and closure variables of its frames) is snapshotted when
+first seen there, and compared with itself after Megatron's rescale. A FAL005 positive's captured
+value must move, a FAL005 negative's must not, and neither may a fixed one's.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import importlib.util
 import itertools
 import json
 import pathlib
+import sys
 import types
 
 import pytest
@@ -104,6 +110,57 @@ class Run:
     moved: dict[str, str]  # report path -> how the stored report differs from the snapshot at return
     loss: object  # the backprop value after Megatron's rescale (snapshot)
     grad: torch.Tensor | None  # d(sum of rescaled loss) / d(base)
+    captures_moved: dict[str, str] = dataclasses.field(default_factory=dict)  # kept tensors that changed
+
+
+class CaptureWatch:
+    """The tensors `path`'s code keeps in containers or on objects, each snapshotted when first seen
+    there: at every line and return of its frames (a line event comes before the line runs, so a
+    value stored by one line is snapshotted before the next changes it)."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.file = str(path)
+        self.kept: dict[tuple[int, object], tuple[str, torch.Tensor, torch.Tensor]] = {}
+        self.holders: list[object] = []  # keeps the containers alive, so their ids stay theirs
+
+    def __enter__(self) -> CaptureWatch:
+        sys.settrace(self._trace)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(None)
+
+    def _trace(self, frame, event, arg):
+        if frame.f_code.co_filename != self.file:
+            return None
+        for name, value in [*frame.f_globals.items(), *frame.f_locals.items()]:
+            self._visit(name, value, depth=2)
+        return self._trace
+
+    def _visit(self, path: str, value: object, depth: int) -> None:
+        if isinstance(value, dict):
+            entries = [(f"{path}{_key(k)}", k, v) for k, v in value.items() if not str(k).startswith("__")]
+        elif isinstance(value, (list, tuple)):
+            entries = [(f"{path}[{i}]", i, v) for i, v in enumerate(value)]
+        elif isinstance(value, types.SimpleNamespace):
+            entries = [(f"{path}.{k}", k, v) for k, v in vars(value).items()]
+        else:
+            return
+        for where, key, item in entries:
+            if isinstance(item, torch.Tensor):
+                known = self.kept.get((id(value), key))
+                if known is None or known[1] is not item:
+                    self.holders.append(value)
+                    self.kept[(id(value), key)] = (where, item, item.detach().clone())
+            elif depth > 0:
+                self._visit(where, item, depth - 1)
+
+    def moved(self) -> dict[str, str]:
+        return {
+            where: f"{before.tolist()} -> {item.detach().tolist()}"
+            for where, item, before in self.kept.values()
+            if not torch.equal(item.detach(), before)
+        }
 
 
 def run_through_megatron(path: pathlib.Path) -> Run:
@@ -125,10 +182,20 @@ def run_loss_func(path: pathlib.Path) -> Run:
 
     forward_data_store: list = []
     config = types.SimpleNamespace(calculate_per_token_loss=False, timers=None)
-    loss, _num_tokens = forward_step_calc_loss(
+    with CaptureWatch(path) as watch:
+        loss, _num_tokens = _calc_loss(output_tensor, recording_loss_func, config, forward_data_store)
+    assert len(snapshots) == 1 and len(forward_data_store) == 1
+    grad = None
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        (grad,) = torch.autograd.grad(loss.sum(), base, allow_unused=True)
+    return Run(_differences(snapshots[0], forward_data_store[0]), _snapshot(loss), grad, watch.moved())
+
+
+def _calc_loss(output_tensor, loss_func, config, forward_data_store):
+    return forward_step_calc_loss(
         model=None,
         output_tensor=output_tensor,
-        loss_func=recording_loss_func,
+        loss_func=loss_func,
         config=config,
         vp_stage=None,
         collect_non_loss_data=False,
@@ -137,11 +204,6 @@ def run_loss_func(path: pathlib.Path) -> Run:
         cp_group_size=CP_GROUP_SIZE,
         is_last_stage=True,
     )
-    assert len(snapshots) == 1 and len(forward_data_store) == 1
-    grad = None
-    if isinstance(loss, torch.Tensor) and loss.requires_grad:
-        (grad,) = torch.autograd.grad(loss.sum(), base, allow_unused=True)
-    return Run(_differences(snapshots[0], forward_data_store[0]), _snapshot(loss), grad)
 
 
 def _same_value(a, b) -> bool:
@@ -158,17 +220,28 @@ def assert_same_training(before: Run, after: Run) -> None:
     )
 
 
-def assert_claim(kind: Kind, run: Run) -> None:
+def assert_claim(kind: Kind, run: Run, captures: bool = False) -> None:
+    """`captures`: a FAL005 fixture, whose claim is about the values it keeps (other rules' fixtures
+    may change a local container's entries they then drop)."""
+    moved = {**run.moved, **run.captures_moved} if captures else run.moved
     if kind is Kind.NEGATIVE:
-        assert not run.moved, f"a negative fixture's report moved under Megatron's rescale: {run.moved}"
+        assert not moved, f"a negative fixture's report or kept values moved under Megatron's rescale: {moved}"
     else:
-        assert run.moved, f"a {kind.value} fixture's report did not move: it does not really alias"
+        assert moved, f"a {kind.value} fixture's report did not move: it does not really alias"
+
+
+def _captures(path: pathlib.Path) -> bool:
+    return path.parent.name == "FAL005"
 
 
 @pytest.mark.parametrize("case", CHECKER_CASES, ids=lambda c: c.id)
 def test_checker_fixture_is_honest(case: CheckerCase):
     run = run_through_megatron(case.source_path)
-    assert_claim(case.kind(), run)
+    assert_claim(case.kind(), run, _captures(case.source_path))
+    if case.expected_captures():
+        assert run.captures_moved, "a FAL005 fixture's kept value did not change: nothing writes it in place"
+    elif case.rule_dir == "FAL005":
+        assert not run.captures_moved, f"kept values changed that no finding names: {run.captures_moved}"
     if case.kind() is Kind.POSITIVE:
         # The findings' report paths are exactly the entries that move: none missed, none extra.
         patterns = {path: report_path_pattern(path) for path in case.expected_report_paths()}
@@ -183,8 +256,8 @@ def test_fixer_pair_is_honest(pair: FixerPair):
     kind = pair.kind()
     before = run_through_megatron(pair.in_path)
     after = run_through_megatron(pair.out_path)
-    assert_claim(kind, before)
-    assert_claim(Kind.NEGATIVE if kind is Kind.POSITIVE else kind, after)
+    assert_claim(kind, before, _captures(pair.in_path))
+    assert_claim(Kind.NEGATIVE if kind is Kind.POSITIVE else kind, after, _captures(pair.in_path))
     assert_same_training(before, after)
 
 
@@ -201,6 +274,8 @@ def test_fix_source_stops_the_rescale_leaking(path: pathlib.Path, tmp_path: path
     fixed_path.write_bytes(source.encode(fix_source(source.text)))
     before = run_through_megatron(path)
     after = run_through_megatron(fixed_path)
-    assert_claim(Kind.POSITIVE, before)
+    assert_claim(Kind.POSITIVE, before, _captures(path))
     assert not after.moved, f"the report still moves after fix_source: {after.moved}"
+    if _captures(path):
+        assert not after.captures_moved, f"kept values still change after fix_source: {after.captures_moved}"
     assert_same_training(before, after)

@@ -1,0 +1,171 @@
+"""Captures (FAL005): values a function keeps past the statement making them, and the in-place writes
+that change them afterwards.
+
+A capture puts a value where it outlives the statement: into a container or onto an object reachable
+after the function returns (an attribute of `self`, a parameter, a module global, a closure variable:
+`self.losses.append(v)`, `metrics["k"] = v`, `self.last = v`), or into the returned report. What is
+captured is kept in the environment itself (under keys no name can be), so branches and loops keep
+captures apart as they keep names apart, and a capture made after a write is never changed by it.
+
+Two writers change a capture: an in-place write later in the same function (`x *= k`, `x.mul_(k)`,
+see `aliasing.writes_in_place`) to storage a captured alias overlaps, and the rescale of the returned
+loss by whoever calls the function (only a finding where the project shows Megatron or an in-place
+caller doing it: `proof_needed`). Copies (`.clone()`, `.item()`, arithmetic) have storage of their
+own, and rebinding a name is no write, so neither ever reaches a capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from .aliasing import AliasKind
+from .rules import CAPTURE_CODE
+from .values import Alias, Env, Key, RawFinding, Val, _leaves, _overlap, _relative_kind, join, render_path
+
+CAPTURED = "<captured>"  # env key: the aliases kept in places that outlive the function
+WRITTEN = "<written>"  # env key: report entries an in-place write changed after they were stored
+
+
+class CaptureTracking:
+    """Mixin of `ModuleAnalysis`: the hooks its statements call when a value is captured
+    (`_capture`), when storage is written in place (`_written`), and at a return (`_captures_at_return`)."""
+
+    def _init_captures(self) -> None:
+        self._places: dict[Alias, str] = {}  # where each captured alias is kept (`self.losses[...]`)
+        self._writes: dict[Alias, cst.CSTNode] = {}  # a report entry in WRITTEN -> the first write changing it
+        self._closure_names: dict[int, frozenset[str]] = {}  # per nested def: the closure variables it uses
+
+    def _escapes(self, target: cst.BaseExpression, env: Env) -> bool:
+        """Whether the object `target` names (`self.x`, `metrics`, `LOG[k]`) is reachable after the
+        function returns: a module global, a closure variable, a parameter or something read from one."""
+        while isinstance(target, (cst.Attribute, cst.Subscript)):
+            target = target.value
+        if not isinstance(target, cst.Name):
+            return False
+        name = target.value
+        if name not in env:
+            return True  # a module global (or a builtin, which nothing stores into)
+        function = self._functions[-1]
+        if name in self._closure_names.get(id(function), frozenset()):
+            return True
+        return any(a.token[0] in ("param", "free") and not a.ops for a in env[name].aliases)
+
+    def _enter_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env, params: list[str]) -> None:
+        """Note the closure variables of a nested def: the enclosing names it reads and never rebinds."""
+        if closure and isinstance(node, cst.FunctionDef):
+            rebound = self._rebound_names(node)
+            names = frozenset(closure) - {CAPTURED, WRITTEN} - set(params) - rebound
+            self._closure_names[id(node)] = names
+
+    def _capture(self, place: str, val: Val, env: Env) -> None:
+        """`val` is now kept at `place` (as shown in messages)."""
+        if self._summarising is not None:
+            return
+        aliases = frozenset(a for _, leaf in _leaves(val) for a in leaf.aliases if a.entry is not None and _kept(a))
+        if not aliases:
+            return
+        for alias in aliases:
+            self._places.setdefault(alias, place)
+        env[CAPTURED] = join(env[CAPTURED], Val(aliases)) if CAPTURED in env else Val(aliases)
+
+    def _written(self, written: Val, node: cst.CSTNode, env: Env) -> None:
+        """`node` writes in place the storage of `written`: every capture overlapping it changes."""
+        if self._summarising is not None or not written.aliases or not self._may_be_tensor(written):
+            return
+        captured = env.get(CAPTURED)
+        for alias in captured.aliases if captured is not None else ():
+            # Written through the captured value itself (`d = loss.detach(); log.append(d); d *= k`): on purpose.
+            if any(_overlap(alias, w) and _relative_kind(alias, w) is not AliasKind.SAME for w in written.aliases):
+                self._capture_finding(alias, self._places[alias], node, proof_needed=False, tensor=True)
+        marked = frozenset(
+            a
+            for name, val in env.items()
+            if val.container and name not in (CAPTURED, WRITTEN)
+            for _, leaf in _leaves(val)
+            for a in leaf.aliases
+            if a.entry is not None and not _allocated_at_entry(a) and any(_overlap(a, w) for w in written.aliases)
+        )
+        if marked:
+            for alias in marked:
+                self._writes.setdefault(alias, node)
+            env[WRITTEN] = join(env[WRITTEN], Val(marked)) if WRITTEN in env else Val(marked)
+
+    def _captures_at_return(self, val: Val, node: cst.BaseExpression | None, env: Env) -> None:
+        """At `return (loss, ..., report)`: report entries an in-place write changed after they were
+        stored, and captures of `loss` that whoever rescales the returned loss changes."""
+        if val.container != "seq" or self._summarising is not None:
+            return
+        keys: list[Key] = [k for k, _ in val.items]
+        if keys not in ([0, 1], [0, 1, 2]):
+            return
+        backprop, report = val.item(0), val.item(keys[-1])
+        written = env.get(WRITTEN)
+        if written is not None:
+            for path, leaf in _leaves(report):
+                for alias in leaf.aliases & written.aliases:
+                    self._capture_finding(
+                        alias, render_path(path), self._writes[alias], proof_needed=False, tensor=True
+                    )
+        captured = env.get(CAPTURED)
+        if captured is None or backprop.immutable:
+            return
+        tensor = self._may_be_tensor(backprop)
+        source = self._backprop_source(node, backprop)
+        for alias in captured.aliases:
+            if any(_overlap(alias, b) for b in backprop.aliases):
+                self._capture_finding(alias, self._places[alias], None, proof_needed=True, tensor=tensor, loss=source)
+
+    def _capture_finding(
+        self,
+        alias: Alias,
+        place: str,
+        write: cst.CSTNode | None,
+        *,
+        proof_needed: bool,
+        tensor: bool,
+        loss: str = "",
+    ) -> None:
+        """`write`: the statement or call writing in place, None for the rescale of the returned `loss`;
+        `tensor`: the written value is shown to be a tensor (the fix, `.clone()`, needs one)."""
+        assert alias.entry is not None
+        key = (id(alias.entry), "captured " + place)
+        old = self.findings.get(key)
+        if old is not None and (proof_needed or not old.proof_needed):
+            return  # a write in the function itself is the better evidence: it holds whoever calls
+        self.findings[key] = RawFinding(
+            CAPTURE_CODE,
+            alias.entry,
+            place,
+            loss,
+            True,  # the fix is `.clone()`: the capture keeps its own copy (and a graph, if it had one)
+            alias.fixable and tensor,
+            self._functions[-1],
+            proof_needed,
+            write,
+        )
+
+    # Provided by `ModuleAnalysis`.
+    findings: dict[tuple[int, str], RawFinding]
+    _functions: list[cst.FunctionDef | cst.Lambda]
+    _summarising: cst.FunctionDef | None
+    _may_be_tensor: Callable[[Val], bool]
+    _backprop_source: Callable[[cst.BaseExpression | None, Val], str]
+    _rebound_names: Callable[[cst.FunctionDef], frozenset[str]]
+
+
+def _allocated_at_entry(alias: Alias) -> bool:
+    """A report entry made right where it is stored (`{"buf": torch.zeros(n)}`): writes to it are
+    the report's own (`report["buf"].add_(x)`), not a change to a value it kept."""
+    return not alias.ops and alias.token[0] == "site" and alias.token[1] == id(alias.entry)
+
+
+def _kept(alias: Alias) -> bool:
+    """An alias made to keep a value: through `.detach()` or a conversion (`.cpu()`, `.float()`), as
+    code keeps a metric. The tensor itself, `.data` and views put in a container or on an object are
+    how code shares a buffer on purpose (`self.buf = torch.zeros(n)`, `self.param_data = buffer[:n]`)."""
+    return any(
+        op.kind is AliasKind.MAY_RETURN_SELF or (op.kind is AliasKind.DETACH and op.label != ".data")
+        for op in alias.ops
+    )
