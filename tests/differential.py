@@ -397,7 +397,9 @@ class Verdict:
 
 
 def compare(source: str, flags: int, loops: int) -> Verdict:
-    flagged = frozenset(f.report_path for f in check_source(source))
+    # FAL005 also flags report entries the function itself writes in place before returning (the
+    # generated `x.mul_(1.0)`): the rescale compared here is Megatron's, so those are left out.
+    flagged = frozenset(f.report_path for f in check_source(source) if f.code != "FAL005")
     runs = run_all(source, flags, loops)
     moved = frozenset().union(*(r.moved for r in runs))
     problems = []
@@ -411,7 +413,7 @@ def compare(source: str, flags: int, loops: int) -> Verdict:
         if fixed == previous:
             break
     if fixed != source:
-        remaining = check_source(fixed)
+        remaining = [f for f in check_source(fixed) if f.code != "FAL005"]
         if remaining:
             problems.append(f"after the fix still flagged: {[f.report_path for f in remaining]}")
         for before, after in zip(runs, run_all(fixed, flags, loops), strict=True):
