@@ -348,7 +348,7 @@ def test_messages_are_short_and_marked_fixable(tmp_path: Path) -> None:
     )
     run = cli(ROOT, "check", "--no-cache", "--output-format", "json", "fixtures")
     rows = json.loads(run.stdout)
-    assert {row["code"] for row in rows} == {"FAL001", "FAL002", "FAL003", "FAL004"}
+    assert {row["code"] for row in rows} == {"FAL001", "FAL002", "FAL003", "FAL004", "FAL005"}
     # One line: what the entry is (the expression shortened), what happens at run time, the rule.
     assert max(len(row["message"]) for row in rows) <= 300
     assert all(row["message"].endswith(f"(flux-alias-lint rule {row['code']})") for row in rows)
