@@ -114,6 +114,14 @@ TORCH_FUNCTIONS: dict[str, AliasKind] = {
     **{name: AliasKind.VIEW for name in (VIEW_METHODS - _METHOD_ONLY_VIEWS) | _FUNCTION_ONLY_VIEWS},
 }
 
+# The operations code applies to keep a value for later (a metric, a log line): a detach or a conversion
+# (`.detach()`, `.cpu()`, `.float()`, `torch.as_tensor`). `.data` and views share storage on purpose
+# (a buffer and its parts), and are no such sign (`captures.py`).
+KEEPING_KINDS: frozenset[AliasKind] = frozenset({AliasKind.DETACH, AliasKind.MAY_RETURN_SELF})
+KEEPING_NAMES: frozenset[str] = (
+    DETACH_METHODS | MAY_RETURN_SELF_METHODS | {name for name, kind in TORCH_FUNCTIONS.items() if kind in KEEPING_KINDS}
+)
+
 # The dtype a conversion method produces, where the method name fixes it.
 DTYPE_OF_METHOD: dict[str, str] = {
     "float": "float32",

@@ -1317,7 +1317,8 @@ class ModuleAnalysis(CaptureTracking):
             if updated is not None:
                 self._write_back(func.value, updated, env)
             return result
-        if writes_in_place(name):
+        of_module = (dotted_name(func.value) or "").partition(".")[0] in self.imports
+        if writes_in_place(name) and not of_module:  # `scf.for_(...)`: a function of a module
             self._written(receiver, node, env)
         # `.item()`, `.tolist()`, `.type()` (a str), and any method of a str/int/float (`text.partition(...)`).
         if name in NUMBER_METHODS or name == "tolist" or receiver.immutable or (name == "type" and not node.args):
@@ -1332,7 +1333,6 @@ class ModuleAnalysis(CaptureTracking):
             self._tensor_tokens.update(a.token for a in receiver.aliases)
         # A method of a value in a module that imports torch is evidence; a function of an imported
         # module (`sympy.Symbol(...)`, `math.floor(...)`) is not.
-        of_module = (dotted_name(func.value) or "").partition(".")[0] in self.imports
         tensor = receiver.tensor or (self.torch_module and not of_module) or is_tensor_method(name)
         if kind is None:
             dtype = receiver.dtype if name == "clone" else None

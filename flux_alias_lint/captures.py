@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from .aliasing import AliasKind
+from .aliasing import DETACH_ATTRIBUTES, KEEPING_KINDS, AliasKind
 from .rules import CAPTURE_CODE
 from .values import Alias, Env, Key, RawFinding, Val, _leaves, _overlap, _relative_kind, join, render_path
 
@@ -165,7 +165,4 @@ def _kept(alias: Alias) -> bool:
     """An alias made to keep a value: through `.detach()` or a conversion (`.cpu()`, `.float()`), as
     code keeps a metric. The tensor itself, `.data` and views put in a container or on an object are
     how code shares a buffer on purpose (`self.buf = torch.zeros(n)`, `self.param_data = buffer[:n]`)."""
-    return any(
-        op.kind is AliasKind.MAY_RETURN_SELF or (op.kind is AliasKind.DETACH and op.label != ".data")
-        for op in alias.ops
-    )
+    return any(op.kind in KEEPING_KINDS and op.label.removeprefix(".") not in DETACH_ATTRIBUTES for op in alias.ops)

@@ -51,6 +51,7 @@ from collections.abc import Iterator
 
 from .aliasing import (
     CONTAINER_MUTATORS,
+    KEEPING_NAMES,
     MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
     NUMBER_METHODS,
@@ -77,6 +78,8 @@ _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionE
 # What an in-place write looks like in a unit's text (`loss *= k`, `loss.mul_(k)`): only then can a
 # capture made in it be changed by a write in it (FAL005, `captures.py`).
 _INPLACE_WRITE = re.compile(r"[-+*/%@&|^]=|<<=|>>=|\w_\s*\(")
+# What a kept value is made with (`captures._kept`): only a returned report's entries are kept without one.
+_KEEPING_CALL = re.compile(r"\b(?:" + "|".join(sorted(KEEPING_NAMES)) + r")\s*\(")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +149,11 @@ def _reduce_source(text: str, reached: frozenset[int], path: str) -> list[Reduce
                 and (_text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span)))
                 and _flow_may_find(unit, imports, helpers)
             )
-            or (_INPLACE_WRITE.search(span) is not None and _captures_may_be_written(unit, imports, helpers))
+            or (
+                _INPLACE_WRITE.search(span) is not None
+                and (_KEEPING_CALL.search(span) is not None or _some_return_may_fit(unit.body))
+                and _captures_may_be_written(unit, imports, helpers)
+            )
         ):
             if not _alone(lines, unit):
                 return None
@@ -714,43 +721,104 @@ def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]], helpers: 
 def _captures_may_be_written(node: Def, imports: frozenset[tuple[str, str]], helpers: _Helpers) -> bool:
     """Whether a value the unit captures may share storage with what an in-place write in it changes
     (as `_flow_may_find`: first with the imported helpers taken to return anything)."""
-    captured, written = _captures_and_writes(node)
-    if not captured or not written:
+    found = _captures_and_writes(node, imports)
+    if not _some_return_may_fit(node.body):
+        found.reports.clear()
+    if not found.written or not (found.kept or found.reports):
         return False
     try:
         rough = helpers.rough
         rough.guessed = False
-        if not _Flow(node, imports, rough).captured_may_be_written(captured, written):
+        if not _Flow(node, imports, rough).captured_may_be_written(found):
             return False
-        return not rough.guessed or _Flow(node, imports, helpers).captured_may_be_written(captured, written)
+        return not rough.guessed or _Flow(node, imports, helpers).captured_may_be_written(found)
     except RecursionError:
         return True
 
 
-def _captures_and_writes(tree: ast.AST) -> tuple[list[ast.expr], list[ast.expr]]:
-    """What `captures.py` may take for a capture (what a container method is given, what an entry or
-    an attribute is set to, a returned value) and what an in-place write may change (the target of
-    `x op= v`, the receiver of `x.mul_(v)`)."""
-    captured: list[ast.expr] = []
-    written: list[ast.expr] = []
+@dataclasses.dataclass
+class _Captures:
+    """What `captures.py` may take for a capture and what an in-place write may change, in one unit."""
+
+    kept: list[ast.expr] = dataclasses.field(
+        default_factory=list
+    )  # given to a container method, set as an entry or attribute
+    reports: list[ast.expr] = dataclasses.field(
+        default_factory=list
+    )  # what a return may be a report tuple's last element of
+    written: list[ast.expr] = dataclasses.field(default_factory=list)  # `x` of `x op= v`, `x.mul_(v)`
+    # What a kept alias may be made of (`captures._kept`): what a detach or a conversion is applied to in
+    # the unit. (A helper's summary detaching its argument is not followed here: a known gap.)
+    keeping: list[ast.expr] = dataclasses.field(default_factory=list)
+
+
+def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> _Captures:
+    found = _Captures()
+    keeping_calls: set[int] = set()
+    bindings: list[tuple[list[ast.expr | None], ast.expr]] = []
+    modules = {local for local, _ in imports}
+    torch_names = {local for local, full in imports if full == "torch" or full.startswith("torch.")}
     for node in ast.walk(tree):
         kind = type(node)
         if kind is ast.AugAssign:
-            written.append(node.target)
-        elif kind is ast.Call and type(node.func) is ast.Attribute:
-            if writes_in_place(node.func.attr):
-                written.append(node.func.value)
-            elif node.func.attr in CONTAINER_MUTATORS:
-                captured += [arg.value if type(arg) is ast.Starred else arg for arg in node.args]
-                captured += [keyword.value for keyword in node.keywords]
-        elif (
-            kind is ast.Assign
-            and any(type(t) in (ast.Subscript, ast.Attribute) for t in node.targets)
-            or kind is ast.Return
-            and node.value is not None
-        ):
-            captured.append(node.value)
-    return captured, written
+            found.written.append(node.target)
+        elif kind is ast.Call:
+            func = node.func
+            # A method (`x.detach()`, `x.cpu()`) or torch function of the table.
+            by_table = type(func) is ast.Attribute and func.attr in KEEPING_NAMES
+            if by_table and (_dotted(func.value) or "").partition(".")[0] not in modules - torch_names:
+                found.keeping += [func.value, *node.args]
+                keeping_calls.add(id(node))
+            if type(func) is not ast.Attribute:
+                continue
+            if writes_in_place(func.attr):
+                # `scf.for_(...)`: a function of an imported module, not a tensor's method.
+                if (_dotted(func.value) or "").partition(".")[0] not in modules:
+                    found.written.append(func.value)
+            elif func.attr in CONTAINER_MUTATORS:
+                found.kept += [arg.value if type(arg) is ast.Starred else arg for arg in node.args]
+                found.kept += [keyword.value for keyword in node.keywords]
+        elif kind is ast.Return and node.value is not None:
+            found.reports.append(node.value)
+        if kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem):
+            targets = (
+                node.targets if kind is ast.Assign else [node.optional_vars if kind is ast.withitem else node.target]
+            )
+            value = node.iter if kind in (ast.For, ast.AsyncFor, ast.comprehension) else getattr(node, "value", None)
+            if kind is ast.withitem:
+                value = node.context_expr
+            if value is not None:
+                bindings.append((targets, value))
+            if kind is ast.Assign and any(type(t) in (ast.Subscript, ast.Attribute) for t in node.targets):
+                found.kept.append(node.value)
+    # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
+    # holding such a call, or a name bound (through any chain of names) to one.
+    kept_names: set[str] = set()
+
+    def holds_kept(value: ast.AST) -> bool:
+        return any(
+            id(part) in keeping_calls or (type(part) in (ast.Name, ast.Attribute) and _dotted(part) in kept_names)
+            for part in ast.walk(value)
+        )
+
+    grew = True
+    while grew:
+        grew = False
+        for targets, value in bindings:
+            names = {name for target in targets if target is not None for name in _bound_names(target)} - kept_names
+            if names and holds_kept(value):
+                kept_names |= names
+                grew = True
+    found.kept = [value for value in found.kept if holds_kept(value)]
+    return found
+
+
+def _bound_names(target: ast.AST) -> Iterator[str]:
+    """The names and dotted names a target binds, and the owners of the entries it stores into."""
+    for part in ast.walk(target):
+        name = _dotted(part) if type(part) in (ast.Name, ast.Attribute) else None
+        if name is not None:
+            yield name
 
 
 _BINDING_NODES = frozenset(
@@ -1130,11 +1198,32 @@ class _Flow:
                 return True
         return False
 
-    def captured_may_be_written(self, captured: list[ast.expr], written: list[ast.expr]) -> bool:
-        """Whether one of `captured` may share storage with one of `written` (`_captures_and_writes`)."""
+    def captured_may_be_written(self, found: _Captures) -> bool:
+        """Whether a capture may hold storage an in-place write changes: a report entry (a returned
+        name only if it may be a sequence), or a kept value that a detach, conversion or helper made
+        from that storage."""
         self._settle_storage()
-        changed = _union(self._storage(target) for target in written)
-        return any(_overlap(self._storage(value), changed) for value in captured)
+        changed = _union(self._storage(target) for target in found.written)
+        if any(_overlap(self._storage(report), changed) for report in self._report_elements(found.reports)):
+            return True
+        keeping = _union(self._storage(call) for call in found.keeping)
+        if not _overlap(keeping, changed):
+            return False
+        return any(_overlap(stored, changed) and _overlap(stored, keeping) for stored in map(self._storage, found.kept))
+
+    def _report_elements(self, returned: list[ast.expr]) -> Iterator[ast.expr]:
+        """The last elements of the 2- and 3-element displays the returned values may be (`_shares_storage`),
+        those that may be containers: `captures.py` marks entries of containers only. A helper's display
+        (a `("call", ...)` token) is the whole returned value."""
+        for value in returned:
+            if type(value) in (ast.Tuple, ast.List):
+                displays = [value] if len(value.elts) in (2, 3) else []
+            else:
+                tokens = [t for t in self._storage(value) if type(t) is tuple and t[0] in ("seq", "call")]
+                if any(t[0] == "call" for t in tokens):
+                    yield value
+                displays = [self._displays[t[1]] for t in tokens if t[0] == "seq"]
+            yield from (d.elts[-1] for d in displays if self._eval(d.elts[-1]) & (D | S))
 
     def _display_shares(self, display: ast.Tuple | ast.List) -> bool:
         assert self._store is not None
