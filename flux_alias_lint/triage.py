@@ -48,6 +48,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from .aliasing import (
     CONTAINER_MUTATORS,
@@ -750,6 +751,46 @@ class _Captures:
     # What a kept alias may be made of (`captures._kept`): what a detach or a conversion is applied to in
     # the unit. (A helper's summary detaching its argument is not followed here: a known gap.)
     keeping: list[ast.expr] = dataclasses.field(default_factory=list)
+    where: dict[int, _Where] = dataclasses.field(default_factory=dict)  # of each kept, report and written node
+
+
+class _Level(NamedTuple):
+    scope: int  # the id of a def
+    position: tuple[int, int]  # (line, column) in it of the node, or of the def holding the node
+    loops: frozenset[int]  # the ids of the loops around that in the def
+
+
+_Where = tuple[_Level, ...]  # a node's place, from the unit's def down to its own
+
+
+def _may_follow(later: _Where, earlier: _Where) -> bool:
+    """Whether the analysis may meet `later` after `earlier` in the flow of `earlier`'s def: further on
+    or in a loop around both, there or in a def nested there after `earlier` (a nested def is analysed
+    where it is defined, with the env of that point as its closure; what it does stays in it)."""
+    depth = len(earlier)
+    if len(later) < depth or any(a.scope != b.scope for a, b in zip(later[:depth], earlier, strict=True)):
+        return False
+    here, there = later[depth - 1], earlier[-1]
+    return here.position >= there.position or bool(here.loops & there.loops)
+
+
+def _placed(tree: ast.AST) -> Iterator[tuple[ast.AST, _Where]]:
+    """Every node of `tree` with its place."""
+    frontier: list[tuple[ast.AST, _Where, int, frozenset[int]]] = [(tree, (), id(tree), frozenset())]
+    while frontier:
+        node, outer, scope, loops = frontier.pop()
+        yield node, (*outer, _Level(scope, _position(node), loops))
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _LAMBDA_SCOPES):
+                frontier.append((child, (*outer, _Level(scope, _position(child), loops)), id(child), frozenset()))
+            elif isinstance(child, (ast.For, ast.AsyncFor, ast.While, ast.comprehension)):
+                frontier.append((child, outer, scope, loops | {id(child)}))
+            else:
+                frontier.append((child, outer, scope, loops))
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
 def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> _Captures:
@@ -758,10 +799,17 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
     bindings: list[tuple[list[ast.expr | None], ast.expr]] = []
     modules = {local for local, _ in imports}
     torch_names = {local for local, full in imports if full == "torch" or full.startswith("torch.")}
-    for node in ast.walk(tree):
+    locals_of: dict[int, _Locals] = {}
+    for node, where in _placed(tree):
+        if isinstance(node, _LAMBDA_SCOPES):
+            locals_of[id(node)] = _locals_of(node)
+            continue
+        names = locals_of[where[-1].scope]
+        placed = len(found.kept), len(found.reports), len(found.written)
         kind = type(node)
         if kind is ast.AugAssign:
-            found.written.append(node.target)
+            if type(node.target) is not ast.Name or node.target.id not in names.containers:
+                found.written.append(node.target)
         elif kind is ast.Call:
             func = node.func
             # A method (`x.detach()`, `x.cpu()`) or torch function of the table.
@@ -775,12 +823,12 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
                 # `scf.for_(...)`: a function of an imported module, not a tensor's method.
                 if (_dotted(func.value) or "").partition(".")[0] not in modules:
                     found.written.append(func.value)
-            elif func.attr in CONTAINER_MUTATORS:
+            elif func.attr in CONTAINER_MUTATORS and _may_escape(func.value, names.own):
                 found.kept += [arg.value if type(arg) is ast.Starred else arg for arg in node.args]
                 found.kept += [keyword.value for keyword in node.keywords]
         elif kind is ast.Return and node.value is not None:
             found.reports.append(node.value)
-        if kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem):
+        if kind in _BINDINGS:
             targets = (
                 node.targets if kind is ast.Assign else [node.optional_vars if kind is ast.withitem else node.target]
             )
@@ -789,8 +837,12 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
                 value = node.context_expr
             if value is not None:
                 bindings.append((targets, value))
-            if kind is ast.Assign and any(type(t) in (ast.Subscript, ast.Attribute) for t in node.targets):
+            if kind is ast.Assign and any(
+                type(t) in (ast.Subscript, ast.Attribute) and _may_escape(t.value, names.own) for t in node.targets
+            ):
                 found.kept.append(node.value)
+        for value in (*found.kept[placed[0] :], *found.reports[placed[1] :], *found.written[placed[2] :]):
+            found.where[id(value)] = where
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
     # holding such a call, or a name bound (through any chain of names) to one.
     kept_names: set[str] = set()
@@ -819,6 +871,110 @@ def _bound_names(target: ast.AST) -> Iterator[str]:
         name = _dotted(part) if type(part) in (ast.Name, ast.Attribute) else None
         if name is not None:
             yield name
+
+
+_BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)
+_LAMBDA_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+# Values that are a new Python container or string: never a tensor, whatever `+=` does to them.
+_CONTAINER_VALUES = (
+    ast.Dict, ast.List, ast.Set, ast.Tuple, ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.JoinedStr,
+)  # fmt: skip
+_CONTAINER_CONSTRUCTORS = frozenset({"list", "set", "tuple", *MAPPING_CONSTRUCTORS})
+
+
+def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of `function`'s body outside its nested functions (each is a scope of its own)."""
+    frontier = list(ast.iter_child_nodes(function))
+    while frontier:
+        node = frontier.pop()
+        yield node
+        if not isinstance(node, _LAMBDA_SCOPES):
+            frontier.extend(ast.iter_child_nodes(node))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Locals:
+    """What one def's own names are bound to, as far as `captures.py` cares."""
+
+    own: frozenset[str]  # bound only to objects made in the def: stored into, they die with the call
+    containers: frozenset[str]  # bound only to Python containers or strings: no in-place tensor write
+
+
+def _locals_of(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> _Locals:
+    """A parameter, a global or closure variable, and a name bound to a call the analysis may summarise
+    (`helper(x)`, `self.m()`: it may return a parameter) may be an object the caller holds
+    (`captures._escapes`); a name bound only to names of the def's own objects is one of them."""
+    bound: dict[str, list[ast.expr | None]] = {}  # None: bound by a loop, `with`, an import or a def
+    for node in _own_nodes(function):
+        kind = type(node)
+        if kind in (ast.Global, ast.Nonlocal):
+            for name in node.names:
+                bound.setdefault(name, []).append(None)
+        elif kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr) and getattr(node, "value", None) is not None:
+            for target in node.targets if kind is ast.Assign else [node.target]:
+                simple = type(target) is ast.Name
+                for name in ast.walk(target):
+                    if type(name) is ast.Name:
+                        bound.setdefault(name.id, []).append(node.value if simple else None)
+        elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem, ast.Import, ast.ImportFrom):
+            target = node.optional_vars if kind is ast.withitem else getattr(node, "target", None)
+            names = [a.asname or a.name for a in node.names] if kind in (ast.Import, ast.ImportFrom) else []
+            names += [n.id for n in ast.walk(target) if type(n) is ast.Name] if target is not None else []
+            for name in names:
+                bound.setdefault(name, []).append(None)
+        elif kind in _LAMBDA_SCOPES and kind is not ast.Lambda:
+            bound.setdefault(node.name, []).append(None)
+    for argument in _parameters(function.args):
+        bound.setdefault(argument.arg, []).append(None)
+    containers = frozenset(
+        name for name, values in bound.items() if all(_is_container_value(value) for value in values)
+    )
+    own = {name for name, values in bound.items() if None not in values}
+    grew = True
+    while grew:  # drop the names bound to what may not be the def's own, until none is left to drop
+        grew = False
+        for name in list(own):
+            if not all(_is_own_value(value, own) for value in bound[name]):
+                own.discard(name)
+                grew = True
+    return _Locals(frozenset(own), containers)
+
+
+def _is_container_value(value: ast.expr | None) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, _CONTAINER_VALUES):
+        return True
+    if type(value) is ast.Constant:
+        return type(value.value) in (str, bytes)
+    return type(value) is ast.Call and (_dotted(value.func) or "") in _CONTAINER_CONSTRUCTORS
+
+
+def _is_own_value(value: ast.expr | None, own: set[str]) -> bool:
+    kind = type(value)
+    if kind is ast.Name:
+        return value.id in own or value.id in ("None", "True", "False")
+    if kind is ast.IfExp:
+        return _is_own_value(value.body, own) and _is_own_value(value.orelse, own)
+    if kind is ast.BoolOp:
+        return all(_is_own_value(part, own) for part in value.values)
+    if kind is ast.NamedExpr:
+        return _is_own_value(value.value, own)
+    if kind is ast.Call:
+        return _helper_call(value) is None or (_dotted(value.func) or "") in _CONTAINER_CONSTRUCTORS
+    return kind not in (ast.Attribute, ast.Subscript, ast.Starred, ast.Await, ast.Yield, ast.YieldFrom)
+
+
+def _parameters(arguments: ast.arguments) -> list[ast.arg]:
+    extra = [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+    return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *extra]
+
+
+def _may_escape(owner: ast.expr, own: frozenset[str]) -> bool:
+    """Whether the object `owner` names (`self.log`, `metrics`, `LOG[k]`) may outlive the call."""
+    while type(owner) in (ast.Attribute, ast.Subscript):
+        owner = owner.value
+    return type(owner) is not ast.Name or owner.id not in own
 
 
 _BINDING_NODES = frozenset(
@@ -1202,14 +1358,27 @@ class _Flow:
         """Whether a capture may hold storage an in-place write changes: a report entry (a returned
         name only if it may be a sequence), or a kept value that a detach, conversion or helper made
         from that storage."""
+        self._settle()
         self._settle_storage()
-        changed = _union(self._storage(target) for target in found.written)
-        if any(_overlap(self._storage(report), changed) for report in self._report_elements(found.reports)):
-            return True
+        written = [(self._storage(target), found.where[id(target)]) for target in found.written]
+
+        def changed_after(where: _Where) -> frozenset[Token]:
+            return _union(storage for storage, at in written if _may_follow(at, where))
+
+        def changed_before(where: _Where) -> frozenset[Token]:
+            return _union(storage for storage, at in written if _may_follow(where, at))
+
+        for returned in found.reports:
+            changed = changed_before(found.where[id(returned)])
+            if any(_overlap(self._storage(report), changed) for report in self._report_elements([returned])):
+                return True
         keeping = _union(self._storage(call) for call in found.keeping)
-        if not _overlap(keeping, changed):
+        if not _overlap(keeping, _union(storage for storage, _ in written)):
             return False
-        return any(_overlap(stored, changed) and _overlap(stored, keeping) for stored in map(self._storage, found.kept))
+        return any(
+            _overlap(stored, keeping) and _overlap(stored, changed_after(found.where[id(value)]))
+            for value, stored in zip(found.kept, map(self._storage, found.kept), strict=True)
+        )
 
     def _report_elements(self, returned: list[ast.expr]) -> Iterator[ast.expr]:
         """The last elements of the 2- and 3-element displays the returned values may be (`_shares_storage`),
@@ -1218,6 +1387,8 @@ class _Flow:
         for value in returned:
             if type(value) in (ast.Tuple, ast.List):
                 displays = [value] if len(value.elts) in (2, 3) else []
+            elif not self._eval(value) & S:
+                continue  # `captures._captures_at_return`: only a 2- or 3-element sequence is a report tuple
             else:
                 tokens = [t for t in self._storage(value) if type(t) is tuple and t[0] in ("seq", "call")]
                 if any(t[0] == "call" for t in tokens):
