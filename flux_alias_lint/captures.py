@@ -102,7 +102,8 @@ class CaptureTracking:
             return
         backprop, report = val.item(0), val.item(keys[-1])
         written = env.get(WRITTEN)
-        if written is not None:
+        # A report is a dict or a record (as for FAL001-FAL004): a returned pair of lists is no report.
+        if written is not None and report.container in ("dict", "record"):
             for path, leaf in _leaves(report):
                 for alias in leaf.aliases & written.aliases:
                     self._capture_finding(

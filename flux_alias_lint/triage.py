@@ -751,7 +751,11 @@ class _Captures:
     # What a kept alias may be made of (`captures._kept`): what a detach or a conversion is applied to in
     # the unit. (A helper's summary detaching its argument is not followed here: a known gap.)
     keeping: list[ast.expr] = dataclasses.field(default_factory=list)
-    where: dict[int, _Where] = dataclasses.field(default_factory=dict)  # of each kept, report and written node
+    # What is put into a container (a display's element, a stored entry, a mutator's or helper's
+    # argument): `captures._written` marks a report's entries only once they are in one.
+    entries: list[ast.expr] = dataclasses.field(default_factory=list)
+    where: dict[int, _Where] = dataclasses.field(default_factory=dict)  # of each node in the lists above
+    stored_in: dict[int, ast.expr] = dataclasses.field(default_factory=dict)  # kept by `owner[i] = v`: owner
 
 
 class _Level(NamedTuple):
@@ -761,6 +765,18 @@ class _Level(NamedTuple):
 
 
 _Where = tuple[_Level, ...]  # a node's place, from the unit's def down to its own
+
+
+_DISPLAYS = (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _display_elements(display: ast.expr) -> list[ast.expr | None]:
+    kind = type(display)
+    if kind is ast.Dict:
+        return display.values
+    if kind is ast.DictComp:
+        return [display.value]
+    return [display.elt] if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp) else display.elts
 
 
 def _may_follow(later: _Where, earlier: _Where) -> bool:
@@ -805,8 +821,21 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             locals_of[id(node)] = _locals_of(node)
             continue
         names = locals_of[where[-1].scope]
-        placed = len(found.kept), len(found.reports), len(found.written)
+        placed = len(found.kept), len(found.reports), len(found.written), len(found.entries)
         kind = type(node)
+        if kind in _DISPLAYS:
+            found.entries += [
+                e.value if type(e) is ast.Starred else e for e in _display_elements(node) if e is not None
+            ]
+        elif kind is ast.Call and (
+            _helper_call(node) is not None
+            or (type(node.func) is ast.Attribute and node.func.attr in CONTAINER_MUTATORS)
+            or (_dotted(node.func) or "") in _CONTAINER_CONSTRUCTORS
+        ):
+            found.entries += [a.value if type(a) is ast.Starred else a for a in node.args]
+            found.entries += [keyword.value for keyword in node.keywords]
+        elif kind is ast.Assign and any(type(t) in (ast.Subscript, ast.Attribute) for t in node.targets):
+            found.entries.append(node.value)
         if kind is ast.AugAssign:
             if type(node.target) is not ast.Name or node.target.id not in names.containers:
                 found.written.append(node.target)
@@ -817,13 +846,11 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             if by_table and (_dotted(func.value) or "").partition(".")[0] not in modules - torch_names:
                 found.keeping += [func.value, *node.args]
                 keeping_calls.add(id(node))
-            if type(func) is not ast.Attribute:
-                continue
-            if writes_in_place(func.attr):
+            if type(func) is ast.Attribute and writes_in_place(func.attr):
                 # `scf.for_(...)`: a function of an imported module, not a tensor's method.
                 if (_dotted(func.value) or "").partition(".")[0] not in modules:
                     found.written.append(func.value)
-            elif func.attr in CONTAINER_MUTATORS and _may_escape(func.value, names.own):
+            elif type(func) is ast.Attribute and func.attr in CONTAINER_MUTATORS and _may_escape(func.value, names.own):
                 found.kept += [arg.value if type(arg) is ast.Starred else arg for arg in node.args]
                 found.kept += [keyword.value for keyword in node.keywords]
         elif kind is ast.Return and node.value is not None:
@@ -837,11 +864,16 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
                 value = node.context_expr
             if value is not None:
                 bindings.append((targets, value))
-            if kind is ast.Assign and any(
-                type(t) in (ast.Subscript, ast.Attribute) and _may_escape(t.value, names.own) for t in node.targets
-            ):
+            for target in node.targets if kind is ast.Assign else ():
+                if type(target) not in (ast.Subscript, ast.Attribute) or not _may_escape(target.value, names.own):
+                    continue
                 found.kept.append(node.value)
-        for value in (*found.kept[placed[0] :], *found.reports[placed[1] :], *found.written[placed[2] :]):
+                key = target.slice if type(target) is ast.Subscript else None
+                if key is not None and not (type(key) is ast.Constant and type(key.value) is str):
+                    # `x[i] = v` keeps `v` only in a container (`analysis._store_item`): a tensor's is a write.
+                    found.stored_in[id(node.value)] = target.value
+        added = (found.kept[placed[0] :], found.reports[placed[1] :], found.written[placed[2] :])
+        for value in (*added[0], *added[1], *added[2], *found.entries[placed[3] :]):
             found.where[id(value)] = where
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
     # holding such a call, or a name bound (through any chain of names) to one.
@@ -1365,36 +1397,43 @@ class _Flow:
         def changed_after(where: _Where) -> frozenset[Token]:
             return _union(storage for storage, at in written if _may_follow(at, where))
 
-        def changed_before(where: _Where) -> frozenset[Token]:
-            return _union(storage for storage, at in written if _may_follow(where, at))
-
+        # A write changes a report's entry only once its storage is in a container.
+        entries = [(self._storage(entry), found.where[id(entry)]) for entry in found.entries]
+        into_entries = [
+            (storage, at)
+            for storage, at in written
+            if any(_may_follow(at, put) and _overlap(storage, stored) for stored, put in entries)
+        ]
         for returned in found.reports:
-            changed = changed_before(found.where[id(returned)])
+            where = found.where[id(returned)]
+            changed = _union(storage for storage, at in into_entries if _may_follow(where, at))
             if any(_overlap(self._storage(report), changed) for report in self._report_elements([returned])):
                 return True
         keeping = _union(self._storage(call) for call in found.keeping)
         if not _overlap(keeping, _union(storage for storage, _ in written)):
             return False
         return any(
-            _overlap(stored, keeping) and _overlap(stored, changed_after(found.where[id(value)]))
+            _overlap(stored, keeping)
+            and _overlap(stored, changed_after(found.where[id(value)]))
+            and (id(value) not in found.stored_in or bool(self._eval(found.stored_in[id(value)]) & (D | S)))
             for value, stored in zip(found.kept, map(self._storage, found.kept), strict=True)
         )
 
     def _report_elements(self, returned: list[ast.expr]) -> Iterator[ast.expr]:
         """The last elements of the 2- and 3-element displays the returned values may be (`_shares_storage`),
-        those that may be containers: `captures.py` marks entries of containers only. A helper's display
+        those that may be dicts: `captures.py` takes a dict or a record for a report. A helper's display
         (a `("call", ...)` token) is the whole returned value."""
         for value in returned:
             if type(value) in (ast.Tuple, ast.List):
                 displays = [value] if len(value.elts) in (2, 3) else []
-            elif not self._eval(value) & S:
-                continue  # `captures._captures_at_return`: only a 2- or 3-element sequence is a report tuple
+            elif not self._returnable(value):
+                continue  # `captures._captures_at_return`: a 2- or 3-element sequence ending in a dict
             else:
                 tokens = [t for t in self._storage(value) if type(t) is tuple and t[0] in ("seq", "call")]
                 if any(t[0] == "call" for t in tokens):
                     yield value
                 displays = [self._displays[t[1]] for t in tokens if t[0] == "seq"]
-            yield from (d.elts[-1] for d in displays if self._eval(d.elts[-1]) & (D | S))
+            yield from (d.elts[-1] for d in displays if self._eval(d.elts[-1]) & D)
 
     def _display_shares(self, display: ast.Tuple | ast.List) -> bool:
         assert self._store is not None
