@@ -47,7 +47,7 @@ import dataclasses
 import os
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from .aliasing import (
@@ -79,6 +79,7 @@ _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionE
 # What an in-place write looks like in a unit's text (`loss *= k`, `loss.mul_(k)`): only then can a
 # capture made in it be changed by a write in it (FAL005, `captures.py`).
 _INPLACE_WRITE = re.compile(r"[-+*/%@&|^]=|<<=|>>=|\w_\s*\(")
+_INPLACE_METHOD = re.compile(r"\w_\s*\(")
 # What a kept value is made with (`captures._kept`): only a returned report's entries are kept without one.
 _KEEPING_CALL = re.compile(r"\b(?:" + "|".join(sorted(KEEPING_NAMES)) + r")\s*\(")
 
@@ -142,19 +143,8 @@ def _reduce_source(text: str, reached: frozenset[int], path: str) -> list[Reduce
         first, last = _first_line(unit), unit.end_lineno or unit.lineno
         spans.append((first, last))
         span = "".join(lines[first - 1 : last])
-        if (
-            any(first <= line <= last for line in reached)
-            or (
-                ("return" in span or "lambda" in span)
-                and ("lambda" in span or _some_return_may_fit(unit.body))
-                and (_text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span)))
-                and _flow_may_find(unit, imports, helpers)
-            )
-            or (
-                _INPLACE_WRITE.search(span) is not None
-                and (_KEEPING_CALL.search(span) is not None or _some_return_may_fit(unit.body))
-                and _captures_may_be_written(unit, imports, helpers)
-            )
+        if any(first <= line <= last for line in reached) or _unit_may_find(
+            unit, span, imports, helpers, mapping_names
         ):
             if not _alone(lines, unit):
                 return None
@@ -704,35 +694,73 @@ def _dotted(node: ast.expr) -> str | None:
 
 
 def _flow_may_find(node: ast.AST, imports: frozenset[tuple[str, str]], helpers: _Helpers | None) -> bool:
-    """First with every imported helper of the project taken to return anything (no other module
-    read), then, only if that may find, with what the helpers' own code returns."""
     try:
-        walk = _walk(node)
-        if helpers is None:
-            return _Flow(node, imports, None, walk=walk).may_find()
-        rough = helpers.rough
-        rough.guessed = False
-        if not _Flow(node, imports, rough, walk=walk).may_find():
-            return False
-        return not rough.guessed or _Flow(node, imports, helpers, walk=walk).may_find()
+        return _Flows(node, imports, helpers).may(_Flow.may_find)
     except RecursionError:
         return True
 
 
-def _captures_may_be_written(node: Def, imports: frozenset[tuple[str, str]], helpers: _Helpers) -> bool:
-    """Whether a value the unit captures may share storage with what an in-place write in it changes
-    (as `_flow_may_find`: first with the imported helpers taken to return anything)."""
-    found = _captures_and_writes(node, imports)
-    if not _some_return_may_fit(node.body):
-        found.reports.clear()
-    if not found.written or not (found.kept or found.reports):
-        return False
-    try:
-        rough = helpers.rough
-        rough.guessed = False
-        if not _Flow(node, imports, rough).captured_may_be_written(found):
+class _Flows:
+    """A unit's flows, each built once for every question asked of it: first with every imported
+    helper of the project taken to return anything (no other module read), then, only if that may
+    find and took a guess, with what the helpers' own code returns."""
+
+    def __init__(self, node: ast.AST, imports: frozenset[tuple[str, str]], helpers: _Helpers | None) -> None:
+        self.node, self.imports, self.helpers = node, imports, helpers
+        self._walk: Walk | None = None
+        self._rough: _Flow | None = None
+        self._full: _Flow | None = None
+
+    @property
+    def walk(self) -> Walk:
+        if self._walk is None:
+            self._walk = _walk(self.node)
+        return self._walk
+
+    def may(self, question: Callable[[_Flow], bool]) -> bool:
+        if self.helpers is None:
+            self._full = self._full or _Flow(self.node, self.imports, None, walk=self.walk)
+            return question(self._full)
+        rough = self.helpers.rough
+        if self._rough is None:
+            rough.guessed = False  # a guess kept from an earlier question only costs a second look
+            self._rough = _Flow(self.node, self.imports, rough, walk=self.walk)
+        if not question(self._rough):
             return False
-        return not rough.guessed or _Flow(node, imports, helpers).captured_may_be_written(found)
+        if not rough.guessed:
+            return True
+        self._full = self._full or _Flow(self.node, self.imports, self.helpers, walk=self.walk)
+        return question(self._full)
+
+
+def _unit_may_find(
+    unit: Def, span: str, imports: frozenset[tuple[str, str]], helpers: _Helpers, mapping_names: frozenset[str]
+) -> bool:
+    """Whether the analysis may find something in `unit` (its text `span`): a returned report sharing
+    storage with the loss (FAL001-FAL004), or a capture an in-place write changes (FAL005)."""
+    reports = ("lambda" in span or ("return" in span and _some_return_may_fit(unit.body))) and (
+        _text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span))
+    )
+    if _INPLACE_WRITE.search(span) is None or not (reports or _KEEPING_CALL.search(span)):
+        return reports and _flow_may_find(unit, imports, helpers)
+    try:
+        flows = _Flows(unit, imports, helpers)
+        if reports and flows.may(_Flow.may_find):
+            return True
+        # A capture an in-place write may change: kept values are made by a detach or a conversion,
+        # written report entries are in a returned dict.
+        if _KEEPING_CALL.search(span) is None and _INPLACE_METHOD.search(span) is None:
+            # Only report entries, only `x op= v` writes (the flow's own walk has them): first
+            # whether any write may reach any returned report, in any order.
+            written = [node.target for node in flows.walk[0] if type(node) is ast.AugAssign]
+            if not flows.may(lambda flow: flow.report_may_be_written(written, flows.walk[1])):
+                return False
+        found = _captures_and_writes(unit, imports)
+        if not reports:
+            found.reports.clear()
+        if not found.written or not (found.kept or found.reports):
+            return False
+        return flows.may(lambda flow: flow.captured_may_be_written(found))
     except RecursionError:
         return True
 
@@ -790,19 +818,36 @@ def _may_follow(later: _Where, earlier: _Where) -> bool:
     return here.position >= there.position or bool(here.loops & there.loops)
 
 
-def _placed(tree: ast.AST) -> Iterator[tuple[ast.AST, _Where]]:
-    """Every node of `tree` with its place."""
-    frontier: list[tuple[ast.AST, _Where, int, frozenset[int]]] = [(tree, (), id(tree), frozenset())]
+_Context = tuple[_Where, int, frozenset[int]]  # the levels above a def, the def's id, the loops around
+
+
+def _placed(tree: ast.AST) -> Iterator[tuple[ast.AST, _Context]]:
+    """Every node of `tree` but its leaves (as `_walk`), with its context (one object for the nodes
+    of a def outside its loops, and so on)."""
+    frontier: list[tuple[ast.AST, _Context]] = [(tree, ((), id(tree), frozenset()))]
     while frontier:
-        node, outer, scope, loops = frontier.pop()
-        yield node, (*outer, _Level(scope, _position(node), loops))
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _LAMBDA_SCOPES):
-                frontier.append((child, (*outer, _Level(scope, _position(child), loops)), id(child), frozenset()))
-            elif isinstance(child, (ast.For, ast.AsyncFor, ast.While, ast.comprehension)):
-                frontier.append((child, outer, scope, loops | {id(child)}))
-            else:
-                frontier.append((child, outer, scope, loops))
+        node, context = frontier.pop()
+        yield node, context
+        kind = type(node)
+        if kind is ast.Lambda or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            pass
+        elif kind is ast.For or kind is ast.AsyncFor or kind is ast.While or kind is ast.comprehension:
+            context = (context[0], context[1], context[2] | {id(node)})
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        for name in fields:
+            value = getattr(node, name, None)
+            for child in value if type(value) is list else (value,):
+                if child is None or type(child) in _LEAVES or not isinstance(child, ast.AST):
+                    continue
+                child_kind = type(child)
+                if child_kind is ast.Lambda or child_kind is ast.FunctionDef or child_kind is ast.AsyncFunctionDef:
+                    outer, scope, loops = context
+                    child_context = ((*outer, _Level(scope, _position(child), loops)), id(child), frozenset())
+                    frontier.append((child, child_context))
+                else:
+                    frontier.append((child, context))
 
 
 def _position(node: ast.AST) -> tuple[int, int]:
@@ -815,46 +860,60 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
     bindings: list[tuple[list[ast.expr | None], ast.expr]] = []
     modules = {local for local, _ in imports}
     torch_names = {local for local, full in imports if full == "torch" or full.startswith("torch.")}
-    locals_of: dict[int, _Locals] = {}
-    for node, where in _placed(tree):
-        if isinstance(node, _LAMBDA_SCOPES):
-            locals_of[id(node)] = _locals_of(node)
-            continue
-        names = locals_of[where[-1].scope]
-        placed = len(found.kept), len(found.reports), len(found.written), len(found.entries)
+    defs: dict[int, Def | ast.Lambda] = {}
+    # Decided once the unit is walked, and only if it may capture at all: (value, owner, def) of a
+    # value given to or stored into `owner`; (target, def) of `name op= v`.
+    stores: list[tuple[ast.expr, ast.expr, int]] = []
+    augmented: list[tuple[ast.Name, int]] = []
+
+    def put(into: list[ast.expr], value: ast.expr, node: ast.AST, context: _Context) -> None:
+        into.append(value)
+        outer, scope, loops = context
+        found.where[id(value)] = (*outer, _Level(scope, _position(node), loops))
+
+    bound: dict[int, dict[str, list[ast.expr | None]]] = {}  # per def: `_bind_names`
+    for node, context in _placed(tree):
         kind = type(node)
+        if kind in _NAME_BINDINGS:
+            # A def's own name is bound in the def around it (whose context the def's node is not in).
+            scope = context[0][-1].scope if kind in _FUNCTIONS and context[0] else context[1]
+            _bind_names(node, bound.setdefault(scope, {}))
         if kind in _DISPLAYS:
-            found.entries += [
-                e.value if type(e) is ast.Starred else e for e in _display_elements(node) if e is not None
-            ]
-        elif kind is ast.Call and (
-            _helper_call(node) is not None
-            or (type(node.func) is ast.Attribute and node.func.attr in CONTAINER_MUTATORS)
-            or (_dotted(node.func) or "") in _CONTAINER_CONSTRUCTORS
-        ):
-            found.entries += [a.value if type(a) is ast.Starred else a for a in node.args]
-            found.entries += [keyword.value for keyword in node.keywords]
-        elif kind is ast.Assign and any(type(t) in (ast.Subscript, ast.Attribute) for t in node.targets):
-            found.entries.append(node.value)
-        if kind is ast.AugAssign:
-            if type(node.target) is not ast.Name or node.target.id not in names.containers:
-                found.written.append(node.target)
+            for element in _display_elements(node):
+                if element is not None:
+                    put(found.entries, element.value if type(element) is ast.Starred else element, node, context)
+        elif kind is ast.AugAssign:
+            put(found.written, node.target, node, context)
+            if type(node.target) is ast.Name:
+                augmented.append((node.target, context[1]))
         elif kind is ast.Call:
             func = node.func
+            attribute = func.attr if type(func) is ast.Attribute else None
+            given = [a.value if type(a) is ast.Starred else a for a in node.args]
+            given += [keyword.value for keyword in node.keywords]
             # A method (`x.detach()`, `x.cpu()`) or torch function of the table.
-            by_table = type(func) is ast.Attribute and func.attr in KEEPING_NAMES
-            if by_table and (_dotted(func.value) or "").partition(".")[0] not in modules - torch_names:
+            if (
+                attribute in KEEPING_NAMES
+                and (_dotted(func.value) or "").partition(".")[0] not in modules - torch_names
+            ):
                 found.keeping += [func.value, *node.args]
                 keeping_calls.add(id(node))
-            if type(func) is ast.Attribute and writes_in_place(func.attr):
+            if attribute is not None and writes_in_place(attribute):
                 # `scf.for_(...)`: a function of an imported module, not a tensor's method.
                 if (_dotted(func.value) or "").partition(".")[0] not in modules:
-                    found.written.append(func.value)
-            elif type(func) is ast.Attribute and func.attr in CONTAINER_MUTATORS and _may_escape(func.value, names.own):
-                found.kept += [arg.value if type(arg) is ast.Starred else arg for arg in node.args]
-                found.kept += [keyword.value for keyword in node.keywords]
+                    put(found.written, func.value, node, context)
+            elif attribute in CONTAINER_MUTATORS:
+                for value in given:
+                    put(found.entries, value, node, context)
+                    put(found.kept, value, node, context)
+                    stores.append((value, func.value, context[1]))
+            elif _helper_call(node) is not None or (_dotted(func) or "") in _CONTAINER_CONSTRUCTORS:
+                for value in given:  # a helper may put its arguments into what it returns
+                    put(found.entries, value, node, context)
         elif kind is ast.Return and node.value is not None:
-            found.reports.append(node.value)
+            put(found.reports, node.value, node, context)
+        elif kind is ast.Lambda or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            defs[id(node)] = node
         if kind in _BINDINGS:
             targets = (
                 node.targets if kind is ast.Assign else [node.optional_vars if kind is ast.withitem else node.target]
@@ -865,16 +924,17 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             if value is not None:
                 bindings.append((targets, value))
             for target in node.targets if kind is ast.Assign else ():
-                if type(target) not in (ast.Subscript, ast.Attribute) or not _may_escape(target.value, names.own):
+                if type(target) not in (ast.Subscript, ast.Attribute):
                     continue
-                found.kept.append(node.value)
+                put(found.entries, node.value, node, context)
+                put(found.kept, node.value, node, context)
+                stores.append((node.value, target.value, context[1]))
                 key = target.slice if type(target) is ast.Subscript else None
                 if key is not None and not (type(key) is ast.Constant and type(key.value) is str):
                     # `x[i] = v` keeps `v` only in a container (`analysis._store_item`): a tensor's is a write.
                     found.stored_in[id(node.value)] = target.value
-        added = (found.kept[placed[0] :], found.reports[placed[1] :], found.written[placed[2] :])
-        for value in (*added[0], *added[1], *added[2], *found.entries[placed[3] :]):
-            found.where[id(value)] = where
+    if not found.written or not (found.kept or found.reports):
+        return found
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
     # holding such a call, or a name bound (through any chain of names) to one.
     kept_names: set[str] = set()
@@ -885,7 +945,7 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             for part in ast.walk(value)
         )
 
-    grew = True
+    grew = bool(found.kept)
     while grew:
         grew = False
         for targets, value in bindings:
@@ -894,6 +954,23 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
                 kept_names |= names
                 grew = True
     found.kept = [value for value in found.kept if holds_kept(value)]
+    if not (found.kept or found.reports):
+        return found
+    local_names: dict[int, _Locals] = {}
+
+    def names_of(scope: int) -> _Locals:
+        if scope not in local_names:
+            local_names[scope] = _locals_of(defs[scope], bound.get(scope, {}))
+        return local_names[scope]
+
+    # Kept only where it may outlive the call; no tensor write to a name bound only to containers.
+    kept = {id(value) for value in found.kept}
+    escaping = {
+        id(value) for value, owner, scope in stores if id(value) in kept and _may_escape(owner, names_of(scope).own)
+    }
+    found.kept = [value for value in found.kept if id(value) in escaping]
+    containers = {id(target) for target, scope in augmented if target.id in names_of(scope).containers}
+    found.written = [target for target in found.written if id(target) not in containers]
     return found
 
 
@@ -912,16 +989,11 @@ _CONTAINER_VALUES = (
     ast.Dict, ast.List, ast.Set, ast.Tuple, ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.JoinedStr,
 )  # fmt: skip
 _CONTAINER_CONSTRUCTORS = frozenset({"list", "set", "tuple", *MAPPING_CONSTRUCTORS})
-
-
-def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of `function`'s body outside its nested functions (each is a scope of its own)."""
-    frontier = list(ast.iter_child_nodes(function))
-    while frontier:
-        node = frontier.pop()
-        yield node
-        if not isinstance(node, _LAMBDA_SCOPES):
-            frontier.extend(ast.iter_child_nodes(node))
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_NAME_BINDINGS = frozenset(
+    {ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.For}
+    | {ast.AsyncFor, ast.comprehension, ast.withitem, *_DEFS}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -932,30 +1004,12 @@ class _Locals:
     containers: frozenset[str]  # bound only to Python containers or strings: no in-place tensor write
 
 
-def _locals_of(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> _Locals:
+def _locals_of(function: Def | ast.Lambda, bound: dict[str, list[ast.expr | None]]) -> _Locals:
     """A parameter, a global or closure variable, and a name bound to a call the analysis may summarise
     (`helper(x)`, `self.m()`: it may return a parameter) may be an object the caller holds
-    (`captures._escapes`); a name bound only to names of the def's own objects is one of them."""
-    bound: dict[str, list[ast.expr | None]] = {}  # None: bound by a loop, `with`, an import or a def
-    for node in _own_nodes(function):
-        kind = type(node)
-        if kind in (ast.Global, ast.Nonlocal):
-            for name in node.names:
-                bound.setdefault(name, []).append(None)
-        elif kind in (ast.Assign, ast.AnnAssign, ast.NamedExpr) and getattr(node, "value", None) is not None:
-            for target in node.targets if kind is ast.Assign else [node.target]:
-                simple = type(target) is ast.Name
-                for name in ast.walk(target):
-                    if type(name) is ast.Name:
-                        bound.setdefault(name.id, []).append(node.value if simple else None)
-        elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem, ast.Import, ast.ImportFrom):
-            target = node.optional_vars if kind is ast.withitem else getattr(node, "target", None)
-            names = [a.asname or a.name for a in node.names] if kind in (ast.Import, ast.ImportFrom) else []
-            names += [n.id for n in ast.walk(target) if type(n) is ast.Name] if target is not None else []
-            for name in names:
-                bound.setdefault(name, []).append(None)
-        elif kind in _LAMBDA_SCOPES and kind is not ast.Lambda:
-            bound.setdefault(node.name, []).append(None)
+    (`captures._escapes`); a name bound only to names of the def's own objects is one of them.
+    `bound`: what each name is bound to in the def (None: by a loop, `with`, an import, `global`...)."""
+    bound = {name: list(values) for name, values in bound.items()}
     for argument in _parameters(function.args):
         bound.setdefault(argument.arg, []).append(None)
     containers = frozenset(
@@ -970,6 +1024,32 @@ def _locals_of(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) ->
                 own.discard(name)
                 grew = True
     return _Locals(frozenset(own), containers)
+
+
+def _bind_names(node: ast.AST, bound: dict[str, list[ast.expr | None]]) -> None:
+    """Note what `node` binds in its def (`_locals_of`)."""
+    kind = type(node)
+    if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.NamedExpr:
+        if node.value is None:
+            return
+        for target in node.targets if kind is ast.Assign else [node.target]:
+            value = node.value if type(target) is ast.Name else None
+            for name in ast.walk(target):
+                if type(name) is ast.Name:
+                    bound.setdefault(name.id, []).append(value)
+    elif kind is ast.Global or kind is ast.Nonlocal:
+        for name in node.names:
+            bound.setdefault(name, []).append(None)
+    elif kind is ast.Import or kind is ast.ImportFrom:
+        for alias in node.names:
+            bound.setdefault((alias.asname or alias.name).partition(".")[0], []).append(None)
+    elif kind in (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem):
+        target = node.optional_vars if kind is ast.withitem else node.target
+        for name in ast.walk(target) if target is not None else ():
+            if type(name) is ast.Name:
+                bound.setdefault(name.id, []).append(None)
+    elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+        bound.setdefault(node.name, []).append(None)
 
 
 def _is_container_value(value: ast.expr | None) -> bool:
@@ -1418,6 +1498,13 @@ class _Flow:
             and (id(value) not in found.stored_in or bool(self._eval(found.stored_in[id(value)]) & (D | S)))
             for value, stored in zip(found.kept, map(self._storage, found.kept), strict=True)
         )
+
+    def report_may_be_written(self, written: list[ast.expr], returned: list[ast.expr]) -> bool:
+        """`captured_may_be_written` for report entries, in any order of writes and returns."""
+        self._settle()
+        self._settle_storage()
+        changed = _union(self._storage(target) for target in written)
+        return any(_overlap(self._storage(report), changed) for report in self._report_elements(returned))
 
     def _report_elements(self, returned: list[ast.expr]) -> Iterator[ast.expr]:
         """The last elements of the 2- and 3-element displays the returned values may be (`_shares_storage`),
