@@ -126,6 +126,9 @@ class Reach:
     context: str  # MEGATRON or IN_PLACE_CALLER
     steps: tuple[Step, ...]
     guessed: bool = False  # from a forward-step signature alone: any hand-off call found replaces it
+    # What is rescaled is the function's return value itself, which a loss function returns as its loss
+    # (`handoffs.RETURNED_AS_THE_LOSS`), not the first element of a tuple it returns.
+    whole_return: bool = False
 
 
 UNREACHED_REACH = Reach(UNREACHED, ())
@@ -413,6 +416,7 @@ class ProjectIndex:
                                 ),
                             )
         self._patch_evidence(path)
+        self._returned_as_the_loss(path)
 
     def _module(self, path: str, data: bytes | None = None) -> _Module | None:
         if self._current is not None and path != self._current:
@@ -758,8 +762,16 @@ class ProjectIndex:
         if passed_in and argument.id in _parameters(maker):
             self._callers(bound.module, bound.scope, argument.id, steps)
 
-    def _callers(self, module: _Module, scope: list[ast.AST], parameter: str, steps: tuple[Step, ...]) -> None:
-        """The calls of `scope[-1]` and the functions each passes as `parameter`. A nested function is
+    def _callers(
+        self,
+        module: _Module,
+        scope: list[ast.AST],
+        parameter: str,
+        steps: tuple[Step, ...],
+        like: Reach | None = None,
+    ) -> None:
+        """The calls of `scope[-1]` and the functions each passes as `parameter`, reached by Megatron
+        (or as `like` is: its context, guess and `whole_return`). A nested function is
         called in its enclosing one; any other where a call names it (resolved as any callee is), and a
         method also wherever a call of that name has a receiver of unknown type (`self.strategy.m(...)`).
         Other files are searched only in a project on disk (not for stdin): every file is read for
@@ -785,8 +797,11 @@ class ProjectIndex:
                     if passed is None or not (function in callees or unknown_receiver):
                         continue
                     step = self._step(caller, call, f"passed as {parameter} to {function.name}")
+                    reach = Reach(MEGATRON, (step, *steps))
+                    if like is not None:
+                        reach = dataclasses.replace(like, steps=reach.steps)
                     for target_module, target in self._resolve(caller, inner, passed):
-                        self._reach(target_module.path, target, Reach(MEGATRON, (step, *steps)))
+                        self._reach(target_module.path, target, reach)
 
     def _mentioning(self, path: str, word: str) -> list[str]:
         """The files of `path`'s project whose text holds `word`. All of them were read, so each is a
@@ -821,6 +836,27 @@ class ProjectIndex:
                 step = self._step(module, site, what)
                 for target_module, target in self._resolve(module, scope, replacement):
                     self._reach(target_module.path, target, Reach(reach.context, (step, *reach.steps), reach.guessed))
+
+    def _returned_as_the_loss(self, path: str) -> None:
+        """A reached loss function whose loss is what a callable parameter of an enclosing function
+        returns (`loss = process_output_fn(output, inputs)`, then `return loss, {}`): the functions that
+        enclosing function's callers pass for it return the loss itself (`handoffs.RETURNED_AS_THE_LOSS`).
+        Found from this file's own evidence, as patches are."""
+        seen: dict[Key, Reach] = {}
+        for key, reach in list(self.evidence[path]):  # what this adds returns its loss whole: not followed on
+            if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
+                continue
+            seen[key] = reach
+            module = self._module(key[0])
+            found = next(((s, f) for s, f in _functions(module.tree) if f.lineno == key[1]), None) if module else None
+            if module is None or found is None:
+                continue
+            scope, function = found
+            for call, owner in _loss_from_a_parameter(function, scope):
+                assert isinstance(call.func, ast.Name)
+                step = self._step(module, call, f"its result is returned as the loss by {function.name}")
+                like = dataclasses.replace(reach, whole_return=True)
+                self._callers(module, scope[: scope.index(owner) + 1], call.func.id, (step, *reach.steps), like)
 
     def _replacements(self, key: Key) -> Iterator[tuple[_Module, list[ast.AST], ast.AST, ast.expr, str]]:
         """The patches installing something in place of the function at `key` (a module's function
@@ -1024,6 +1060,60 @@ def _delegations(function: ast.AST, parameters: Mapping[str, ast.expr]) -> Itera
             for t in stmt.targets
         ):
             yield value, value.func.id
+
+
+def _loss_from_a_parameter(function: ast.AST, scope: list[ast.AST]) -> Iterator[tuple[ast.Call, ast.AST]]:
+    """The calls in `function` of a parameter of an enclosing function (of `scope`, outermost first)
+    whose result it returns as its loss (`return fn(x), {}`, or `loss = fn(x)` and then `return loss,
+    report`), each with the function whose parameter it is."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return
+    nodes = list(_body_walk(function))
+    firsts = [
+        stmt.value.elts[0]
+        for stmt in nodes
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) in (2, 3)
+    ]
+    returned = {e.id for e in firsts if isinstance(e, ast.Name)}
+    calls = [e for e in firsts if isinstance(e, ast.Call)] + [
+        stmt.value
+        for stmt in nodes
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and any(isinstance(t, ast.Name) and t.id in returned for t in stmt.targets)
+    ]
+    own = set(_parameters(function)) | _bound_names(nodes)
+    for call in calls:
+        if isinstance(call.func, ast.Name) and call.func.id not in own:
+            owner = _parameter_owner(scope, call.func.id)
+            if owner is not None:
+                yield call, owner
+
+
+def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
+    """The innermost function of `scope` whose parameter `name` is, unless a function inside it binds
+    `name` itself. A class body is no enclosing scope of its methods."""
+    for function in reversed(scope):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if name in _parameters(function):
+            return function
+        if name in _bound_names(_body_walk(function)):
+            return None
+    return None
+
+
+def _bound_names(nodes: Iterable[ast.AST]) -> set[str]:
+    """The names `nodes` (one function's own) assign, define or import."""
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
 
 
 def _rescaled_results(function: ast.AST, callee: str) -> set[str] | None:
