@@ -416,6 +416,7 @@ class ProjectIndex:
                                 ),
                             )
         self._patch_evidence(path)
+        self._delegated_evidence(path)
         self._returned_as_the_loss(path)
 
     def _module(self, path: str, data: bytes | None = None) -> _Module | None:
@@ -482,6 +483,8 @@ class ProjectIndex:
                 if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value)
                 for found in self._resolve(target_module, _scope_of(target_module, factory), stmt.value, depth + 1)
             ]
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):  # `LOSS_REGISTRY[name]`
+            return self._registered(module, node.value.id, depth + 1)
         if isinstance(node, ast.IfExp):
             return self._resolve(module, scope, node.body, depth + 1) + self._resolve(
                 module, scope, node.orelse, depth + 1
@@ -519,6 +522,43 @@ class ProjectIndex:
             target, level = module.imports[node.value.id]
             return self._resolve_dotted(module, f"{target}.{node.attr}", level, depth + 1)
         return []
+
+    def _registered(self, module: _Module, registry: str, depth: int) -> list[tuple[_Module, ast.AST]]:
+        """The functions a decorator of `module` files into its dict `registry` (`handoffs.REGISTRY`):
+        the decorator stores its parameter (`REGISTRY[name] = fn`, or a wrapper returning `fn(...)`),
+        and is used as `@decorator` or, made by a factory returning it, as `@factory("name")`."""
+        found = []
+        for scope, function in _functions(module.tree):
+            params = _parameters(function)
+            stores = [
+                stmt
+                for stmt in _body_walk(function)
+                if isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Subscript) and _last_name(t.value) == registry for t in stmt.targets)
+            ]
+            if not params or not any(_hands_on(function, stmt.value, params[0]) for stmt in stores):
+                continue
+            outer = scope[-1] if scope else None
+            made = isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id == function.name
+                for r in _body_walk(outer)
+            )
+            found += self._decorated(module, outer if made else function, depth)
+        return found
+
+    def _decorated(self, module: _Module, decorator: ast.AST, depth: int) -> list[tuple[_Module, ast.AST]]:
+        """The functions of the project decorated with `decorator` (`@decorator`, `@decorator(...)`)."""
+        found = []
+        paths = self._mentioning(module.path, f"@{decorator.name}")
+        for other in [module, *(m for m in map(self._module, paths) if m is not None and m is not module)]:
+            for scope, function in _functions(other.tree):
+                for node in function.decorator_list:
+                    callee = node.func if isinstance(node, ast.Call) else node
+                    if _last_name(callee) != decorator.name:
+                        continue
+                    if any(target is decorator for _, target in self._resolve(other, scope, callee, depth + 1)):
+                        found.append((other, function))
+        return found
 
     def _classes(self, module: _Module, node: ast.expr) -> list[tuple[_Module, ast.ClassDef]]:
         """The class of the project `node` (`Name`, `alias.Name`) names, if it names one."""
@@ -837,6 +877,30 @@ class ProjectIndex:
                 for target_module, target in self._resolve(module, scope, replacement):
                     self._reach(target_module.path, target, Reach(reach.context, (step, *reach.steps), reach.guessed))
 
+    def _delegated_evidence(self, path: str) -> None:
+        """A reached loss function returning the `(loss, report)` of a function it calls (`loss, metrics =
+        loss_fn(**kwargs)`, then `return loss, metrics`, or a report it `.update`s with `metrics`): that
+        function is reached too, and so on down (`handoffs.DELEGATED`). Found from this file's own
+        evidence, as patches are."""
+        evidence = self.evidence[path]
+        seen: dict[Key, Reach] = {}
+        at = 0
+        while at < len(evidence):  # grows as callees are reached
+            key, reach = evidence[at]
+            at += 1
+            if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
+                continue
+            seen[key] = reach
+            module = self._module(key[0])
+            found = next(((s, f) for s, f in _functions(module.tree) if f.lineno == key[1]), None) if module else None
+            if module is None or found is None:
+                continue
+            scope, function = found
+            for assign in _returned_unpacked(function):
+                step = self._step(module, assign, f"its (loss, report) is returned by {function.name}")
+                for target_module, target in self._resolve(module, [*scope, function], assign.value.func):
+                    self._reach(target_module.path, target, dataclasses.replace(reach, steps=(step, *reach.steps)))
+
     def _returned_as_the_loss(self, path: str) -> None:
         """A reached loss function whose loss is what a callable parameter of an enclosing function
         returns (`loss = process_output_fn(output, inputs)`, then `return loss, {}`): the functions that
@@ -1088,6 +1152,76 @@ def _loss_from_a_parameter(function: ast.AST, scope: list[ast.AST]) -> Iterator[
             owner = _parameter_owner(scope, call.func.id)
             if owner is not None:
                 yield call, owner
+
+
+def _returned_unpacked(function: ast.AST) -> Iterator[ast.Assign]:
+    """The statements `loss, report = f(...)` (or three names) of `function` whose loss it returns first
+    and whose report it returns last, itself or in a dict it `.update`s with it. Not where it stores
+    into that report: it may replace the entries by copies (a loop averaging them), which only its own
+    analysis tells."""
+    nodes = list(_body_walk(function))
+    returned = [
+        stmt.value.elts
+        for stmt in nodes
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) in (2, 3)
+    ]
+    updates = [
+        (node.func.value.id, node.args[0].id)
+        for node in nodes
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "update"
+        and isinstance(node.func.value, ast.Name)
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+    ]
+    stored = {
+        node.value.id
+        for node in nodes
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+    }
+    for stmt in nodes:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+            continue
+        target = stmt.targets[0]
+        if not (isinstance(target, ast.Tuple) and len(target.elts) in (2, 3)):
+            continue
+        if not all(isinstance(e, ast.Name) for e in target.elts):
+            continue
+        loss, report = target.elts[0].id, target.elts[-1].id
+        reports = {report} | {into for into, given in updates if given == report}
+        if reports & stored:
+            continue
+        if any(
+            isinstance(elts[0], ast.Name)
+            and elts[0].id == loss
+            and isinstance(elts[-1], ast.Name)
+            and elts[-1].id in reports
+            for elts in returned
+        ):
+            yield stmt
+
+
+def _hands_on(function: ast.AST, value: ast.expr, parameter: str) -> bool:
+    """Whether `value`, stored by `function`, is its `parameter` or a def of it returning `parameter(...)`
+    (a `functools.wraps` wrapper)."""
+    if isinstance(value, ast.Name) and value.id == parameter:
+        return True
+    wrappers = [
+        node
+        for node in _body_walk(function)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and isinstance(value, ast.Name)
+        and node.name == value.id
+    ]
+    return any(
+        isinstance(r, ast.Return)
+        and isinstance(r.value, ast.Call)
+        and isinstance(r.value.func, ast.Name)
+        and r.value.func.id == parameter
+        for wrapper in wrappers
+        for r in _body_walk(wrapper)
+    )
 
 
 def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
