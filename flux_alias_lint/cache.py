@@ -213,7 +213,9 @@ def reach_key(reaches: Mapping[int, Reach] | None) -> str:
     """A short, stable key for what the project index knows of one file's functions ("" for nothing)."""
     if not reaches:
         return ""
-    rows = sorted([line, r.context, [dataclasses.astuple(s) for s in r.steps]] for line, r in reaches.items())
+    rows = sorted(
+        [line, r.context, [dataclasses.astuple(s) for s in r.steps], r.whole_return] for line, r in reaches.items()
+    )
     return ":" + hashlib.blake2b(json.dumps(rows).encode(), digest_size=8).hexdigest()
 
 
@@ -352,7 +354,7 @@ def _index_rows(key: str, stamps: dict[str, Stamp | None], gated: Gated) -> dict
             path: [
                 [[d, s] for d, s in deps.items()],
                 [
-                    [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed]
+                    [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed, r.whole_return]
                     for (p, line), r in evidence
                 ],
             ]
@@ -392,14 +394,19 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
             if path not in stamps:
                 return None
             evidence: Evidence = []
-            for target, line, context, steps, guessed in rows:
-                valid = isinstance(target, str) and type(line) is int and type(guessed) is bool
+            for target, line, context, steps, guessed, whole_return in rows:
+                valid = (
+                    isinstance(target, str)
+                    and type(line) is int
+                    and type(guessed) is bool
+                    and type(whole_return) is bool
+                )
                 if not (valid and context in (MEGATRON, IN_PLACE_CALLER)):
                     return None
                 parsed = tuple(Step(*step) for step in steps)
                 if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
                     return None
-                evidence.append(((target, line), Reach(context, parsed, guessed)))
+                evidence.append(((target, line), Reach(context, parsed, guessed, whole_return)))
             gated[path] = ({dep: _stamp(stamp) for dep, stamp in deps if isinstance(dep, str)}, evidence)
         return stamps, gated
     except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):

@@ -10,7 +10,9 @@ captures apart as they keep names apart, and a capture made after a write is nev
 Two writers change a capture: an in-place write later in the same function (`x *= k`, `x.mul_(k)`,
 see `aliasing.writes_in_place`) to storage a captured alias overlaps, and the rescale of the returned
 loss by whoever calls the function (only a finding where the project shows Megatron or an in-place
-caller doing it: `proof_needed`). Copies (`.clone()`, `.item()`, arithmetic) have storage of their
+caller doing it: `proof_needed`). The returned loss is the first element of a returned `(loss,
+report)`, or a bare returned value, which only a reach of its own proves rescaled (`whole_return`:
+a loss function returning that value as its loss, `handoffs.RETURNED_AS_THE_LOSS`). Copies (`.clone()`, `.item()`, arithmetic) have storage of their
 own, and rebinding a name is no write, so neither ever reaches a capture.
 """
 
@@ -94,11 +96,15 @@ class CaptureTracking:
 
     def _captures_at_return(self, val: Val, node: cst.BaseExpression | None, env: Env) -> None:
         """At `return (loss, ..., report)`: report entries an in-place write changed after they were
-        stored, and captures of `loss` that whoever rescales the returned loss changes."""
-        if val.container != "seq" or self._summarising is not None:
+        stored, and captures of `loss` that whoever rescales the returned loss changes. At `return
+        loss` (no container): the captures of `loss`, for a function that another returns as its loss."""
+        if self._summarising is not None:
+            return
+        if not val.container:
+            self._captures_of_loss(val, node, env, whole_return=True)
             return
         keys: list[Key] = [k for k, _ in val.items]
-        if keys not in ([0, 1], [0, 1, 2]):
+        if val.container != "seq" or keys not in ([0, 1], [0, 1, 2]):
             return
         backprop, report = val.item(0), val.item(keys[-1])
         written = env.get(WRITTEN)
@@ -109,6 +115,12 @@ class CaptureTracking:
                     self._capture_finding(
                         alias, render_path(path), self._writes[alias], proof_needed=False, tensor=True
                     )
+        self._captures_of_loss(backprop, node, env, whole_return=False)
+
+    def _captures_of_loss(
+        self, backprop: Val, node: cst.BaseExpression | None, env: Env, *, whole_return: bool
+    ) -> None:
+        """The captures sharing storage with `backprop`, the loss a caller may rescale once this returns."""
         captured = env.get(CAPTURED)
         if captured is None or backprop.immutable:
             return
@@ -116,7 +128,15 @@ class CaptureTracking:
         source = self._backprop_source(node, backprop)
         for alias in captured.aliases:
             if any(_overlap(alias, b) for b in backprop.aliases):
-                self._capture_finding(alias, self._places[alias], None, proof_needed=True, tensor=tensor, loss=source)
+                self._capture_finding(
+                    alias,
+                    self._places[alias],
+                    None,
+                    proof_needed=True,
+                    tensor=tensor,
+                    loss=source,
+                    whole_return=whole_return,
+                )
 
     def _capture_finding(
         self,
@@ -127,6 +147,7 @@ class CaptureTracking:
         proof_needed: bool,
         tensor: bool,
         loss: str = "",
+        whole_return: bool = False,
     ) -> None:
         """`write`: the statement or call writing in place, None for the rescale of the returned `loss`;
         `tensor`: the written value is shown to be a tensor (the fix, `.clone()`, needs one)."""
@@ -135,6 +156,7 @@ class CaptureTracking:
         old = self.findings.get(key)
         if old is not None and (proof_needed or not old.proof_needed):
             return  # a write in the function itself is the better evidence: it holds whoever calls
+        # (A capture returned both bare and in a tuple keeps the first return's kind: real code has one.)
         self.findings[key] = RawFinding(
             CAPTURE_CODE,
             alias.entry,
@@ -145,6 +167,7 @@ class CaptureTracking:
             self._functions[-1],
             proof_needed,
             write,
+            whole_return,
         )
 
     # Provided by `ModuleAnalysis`.

@@ -121,6 +121,29 @@ BOUND_BY_PARTIAL = HandOff(
     "known is matched by name).",
     "FAL001/loss_passed_through_a_strategy",
 )
+RETURNED_AS_THE_LOSS = HandOff(
+    "returned-as-the-loss",
+    "A reached loss function returns, as its loss, what a callable parameter of an enclosing function returns "
+    "(AReaL's engine: `loss = process_output_fn(output_, input_)` in a closure of the forward step, then `return "
+    "loss, {}`): what that function's callers pass for the parameter returns the loss itself, so its return value "
+    "is what is rescaled (a value it keeps is changed too: FAL005). What it returns is checked as the loss, not as "
+    "a `(loss, report)` tuple.",
+    "FAL005/loss_returned_through_a_callable",
+)
+DELEGATED = HandOff(
+    "delegated",
+    "A reached loss function returns the `(loss, report)` of a function it calls (`loss, metrics = "
+    "loss_fn(**kwargs)` and then `return loss, metrics`, or a report it `.update`s with `metrics`, as RLinf's "
+    "`policy_loss` and its registered losses do): that function takes the caller's context, and so on down.",
+    "FAL001/loss_delegated_through_a_registry",
+)
+REGISTRY = HandOff(
+    "decorator-registry",
+    "A loss function looked up in a dict a decorator fills (RLinf's `@register_policy_loss('ppo')`, whose "
+    "decorator stores `LOSS_REGISTRY[name] = wrapper`, a wrapper returning `fn(...)`; then `get_policy_loss(name)` "
+    "returns `LOSS_REGISTRY[name]`) is every function of the project decorated with it.",
+    "FAL001/loss_delegated_through_a_registry",
+)
 CALC_LOSS = ScheduleCall(
     "forward-step-calc-loss",
     "A function passed as `loss_func` to megatron-core's `forward_step_calc_loss` (third argument).",
@@ -158,6 +181,9 @@ HAND_OFFS: tuple[HandOff, ...] = (
     BRIDGE_SIGNATURE,
     RETURNED_LOSS_FUNCTION,
     BOUND_BY_PARTIAL,
+    RETURNED_AS_THE_LOSS,
+    DELEGATED,
+    REGISTRY,
     CALC_LOSS,
     LOSS_REDUCTION,
     PATCH,

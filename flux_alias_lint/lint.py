@@ -245,6 +245,8 @@ def _analyze_parsed(
         if lines:  # a triaged piece: its lines are elsewhere in the file
             start_line, end_line, def_line = lines[start_line - 1], lines[end_line - 1], lines[def_line - 1]
         reach = context.reaches.get(def_line, UNREACHED_REACH)
+        if reach.whole_return != raw.whole_return:  # the value rescaled is not the one this finding is about
+            reach = UNREACHED_REACH
         severity = severity_for(reach.context, selection.unreached)
         if (raw.proof_needed and not reach.steps) or severity is None:  # None: hidden, and so never fixed
             continue

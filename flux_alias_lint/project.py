@@ -126,6 +126,9 @@ class Reach:
     context: str  # MEGATRON or IN_PLACE_CALLER
     steps: tuple[Step, ...]
     guessed: bool = False  # from a forward-step signature alone: any hand-off call found replaces it
+    # What is rescaled is the function's return value itself, which a loss function returns as its loss
+    # (`handoffs.RETURNED_AS_THE_LOSS`), not the first element of a tuple it returns.
+    whole_return: bool = False
 
 
 UNREACHED_REACH = Reach(UNREACHED, ())
@@ -413,6 +416,8 @@ class ProjectIndex:
                                 ),
                             )
         self._patch_evidence(path)
+        self._delegated_evidence(path)
+        self._returned_as_the_loss(path)
 
     def _module(self, path: str, data: bytes | None = None) -> _Module | None:
         if self._current is not None and path != self._current:
@@ -478,6 +483,8 @@ class ProjectIndex:
                 if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value)
                 for found in self._resolve(target_module, _scope_of(target_module, factory), stmt.value, depth + 1)
             ]
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):  # `LOSS_REGISTRY[name]`
+            return self._registered(module, node.value.id, depth + 1)
         if isinstance(node, ast.IfExp):
             return self._resolve(module, scope, node.body, depth + 1) + self._resolve(
                 module, scope, node.orelse, depth + 1
@@ -515,6 +522,43 @@ class ProjectIndex:
             target, level = module.imports[node.value.id]
             return self._resolve_dotted(module, f"{target}.{node.attr}", level, depth + 1)
         return []
+
+    def _registered(self, module: _Module, registry: str, depth: int) -> list[tuple[_Module, ast.AST]]:
+        """The functions a decorator of `module` files into its dict `registry` (`handoffs.REGISTRY`):
+        the decorator stores its parameter (`REGISTRY[name] = fn`, or a wrapper returning `fn(...)`),
+        and is used as `@decorator` or, made by a factory returning it, as `@factory("name")`."""
+        found = []
+        for scope, function in _functions(module.tree):
+            params = _parameters(function)
+            stores = [
+                stmt
+                for stmt in _body_walk(function)
+                if isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Subscript) and _last_name(t.value) == registry for t in stmt.targets)
+            ]
+            if not params or not any(_hands_on(function, stmt.value, params[0]) for stmt in stores):
+                continue
+            outer = scope[-1] if scope else None
+            made = isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id == function.name
+                for r in _body_walk(outer)
+            )
+            found += self._decorated(module, outer if made else function, depth)
+        return found
+
+    def _decorated(self, module: _Module, decorator: ast.AST, depth: int) -> list[tuple[_Module, ast.AST]]:
+        """The functions of the project decorated with `decorator` (`@decorator`, `@decorator(...)`)."""
+        found = []
+        paths = self._mentioning(module.path, f"@{decorator.name}")
+        for other in [module, *(m for m in map(self._module, paths) if m is not None and m is not module)]:
+            for scope, function in _functions(other.tree):
+                for node in function.decorator_list:
+                    callee = node.func if isinstance(node, ast.Call) else node
+                    if _last_name(callee) != decorator.name:
+                        continue
+                    if any(target is decorator for _, target in self._resolve(other, scope, callee, depth + 1)):
+                        found.append((other, function))
+        return found
 
     def _classes(self, module: _Module, node: ast.expr) -> list[tuple[_Module, ast.ClassDef]]:
         """The class of the project `node` (`Name`, `alias.Name`) names, if it names one."""
@@ -758,8 +802,16 @@ class ProjectIndex:
         if passed_in and argument.id in _parameters(maker):
             self._callers(bound.module, bound.scope, argument.id, steps)
 
-    def _callers(self, module: _Module, scope: list[ast.AST], parameter: str, steps: tuple[Step, ...]) -> None:
-        """The calls of `scope[-1]` and the functions each passes as `parameter`. A nested function is
+    def _callers(
+        self,
+        module: _Module,
+        scope: list[ast.AST],
+        parameter: str,
+        steps: tuple[Step, ...],
+        like: Reach | None = None,
+    ) -> None:
+        """The calls of `scope[-1]` and the functions each passes as `parameter`, reached by Megatron
+        (or as `like` is: its context, guess and `whole_return`). A nested function is
         called in its enclosing one; any other where a call names it (resolved as any callee is), and a
         method also wherever a call of that name has a receiver of unknown type (`self.strategy.m(...)`).
         Other files are searched only in a project on disk (not for stdin): every file is read for
@@ -785,8 +837,11 @@ class ProjectIndex:
                     if passed is None or not (function in callees or unknown_receiver):
                         continue
                     step = self._step(caller, call, f"passed as {parameter} to {function.name}")
+                    reach = Reach(MEGATRON, (step, *steps))
+                    if like is not None:
+                        reach = dataclasses.replace(like, steps=reach.steps)
                     for target_module, target in self._resolve(caller, inner, passed):
-                        self._reach(target_module.path, target, Reach(MEGATRON, (step, *steps)))
+                        self._reach(target_module.path, target, reach)
 
     def _mentioning(self, path: str, word: str) -> list[str]:
         """The files of `path`'s project whose text holds `word`. All of them were read, so each is a
@@ -821,6 +876,51 @@ class ProjectIndex:
                 step = self._step(module, site, what)
                 for target_module, target in self._resolve(module, scope, replacement):
                     self._reach(target_module.path, target, Reach(reach.context, (step, *reach.steps), reach.guessed))
+
+    def _delegated_evidence(self, path: str) -> None:
+        """A reached loss function returning the `(loss, report)` of a function it calls (`loss, metrics =
+        loss_fn(**kwargs)`, then `return loss, metrics`, or a report it `.update`s with `metrics`): that
+        function is reached too, and so on down (`handoffs.DELEGATED`). Found from this file's own
+        evidence, as patches are."""
+        evidence = self.evidence[path]
+        seen: dict[Key, Reach] = {}
+        at = 0
+        while at < len(evidence):  # grows as callees are reached
+            key, reach = evidence[at]
+            at += 1
+            if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
+                continue
+            seen[key] = reach
+            module = self._module(key[0])
+            found = next(((s, f) for s, f in _functions(module.tree) if f.lineno == key[1]), None) if module else None
+            if module is None or found is None:
+                continue
+            scope, function = found
+            for assign in _returned_unpacked(function):
+                step = self._step(module, assign, f"its (loss, report) is returned by {function.name}")
+                for target_module, target in self._resolve(module, [*scope, function], assign.value.func):
+                    self._reach(target_module.path, target, dataclasses.replace(reach, steps=(step, *reach.steps)))
+
+    def _returned_as_the_loss(self, path: str) -> None:
+        """A reached loss function whose loss is what a callable parameter of an enclosing function
+        returns (`loss = process_output_fn(output, inputs)`, then `return loss, {}`): the functions that
+        enclosing function's callers pass for it return the loss itself (`handoffs.RETURNED_AS_THE_LOSS`).
+        Found from this file's own evidence, as patches are."""
+        seen: dict[Key, Reach] = {}
+        for key, reach in list(self.evidence[path]):  # what this adds returns its loss whole: not followed on
+            if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
+                continue
+            seen[key] = reach
+            module = self._module(key[0])
+            found = next(((s, f) for s, f in _functions(module.tree) if f.lineno == key[1]), None) if module else None
+            if module is None or found is None:
+                continue
+            scope, function = found
+            for call, owner in _loss_from_a_parameter(function, scope):
+                assert isinstance(call.func, ast.Name)
+                step = self._step(module, call, f"its result is returned as the loss by {function.name}")
+                like = dataclasses.replace(reach, whole_return=True)
+                self._callers(module, scope[: scope.index(owner) + 1], call.func.id, (step, *reach.steps), like)
 
     def _replacements(self, key: Key) -> Iterator[tuple[_Module, list[ast.AST], ast.AST, ast.expr, str]]:
         """The patches installing something in place of the function at `key` (a module's function
@@ -1024,6 +1124,130 @@ def _delegations(function: ast.AST, parameters: Mapping[str, ast.expr]) -> Itera
             for t in stmt.targets
         ):
             yield value, value.func.id
+
+
+def _loss_from_a_parameter(function: ast.AST, scope: list[ast.AST]) -> Iterator[tuple[ast.Call, ast.AST]]:
+    """The calls in `function` of a parameter of an enclosing function (of `scope`, outermost first)
+    whose result it returns as its loss (`return fn(x), {}`, or `loss = fn(x)` and then `return loss,
+    report`), each with the function whose parameter it is."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return
+    nodes = list(_body_walk(function))
+    firsts = [
+        stmt.value.elts[0]
+        for stmt in nodes
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) in (2, 3)
+    ]
+    returned = {e.id for e in firsts if isinstance(e, ast.Name)}
+    calls = [e for e in firsts if isinstance(e, ast.Call)] + [
+        stmt.value
+        for stmt in nodes
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and any(isinstance(t, ast.Name) and t.id in returned for t in stmt.targets)
+    ]
+    own = set(_parameters(function)) | _bound_names(nodes)
+    for call in calls:
+        if isinstance(call.func, ast.Name) and call.func.id not in own:
+            owner = _parameter_owner(scope, call.func.id)
+            if owner is not None:
+                yield call, owner
+
+
+def _returned_unpacked(function: ast.AST) -> Iterator[ast.Assign]:
+    """The statements `loss, report = f(...)` (or three names) of `function` whose loss it returns first
+    and whose report it returns last, itself or in a dict it `.update`s with it. Not where it stores
+    into that report: it may replace the entries by copies (a loop averaging them), which only its own
+    analysis tells."""
+    nodes = list(_body_walk(function))
+    returned = [
+        stmt.value.elts
+        for stmt in nodes
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) in (2, 3)
+    ]
+    updates = [
+        (node.func.value.id, node.args[0].id)
+        for node in nodes
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "update"
+        and isinstance(node.func.value, ast.Name)
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+    ]
+    stored = {
+        node.value.id
+        for node in nodes
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+    }
+    for stmt in nodes:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+            continue
+        target = stmt.targets[0]
+        if not (isinstance(target, ast.Tuple) and len(target.elts) in (2, 3)):
+            continue
+        if not all(isinstance(e, ast.Name) for e in target.elts):
+            continue
+        loss, report = target.elts[0].id, target.elts[-1].id
+        reports = {report} | {into for into, given in updates if given == report}
+        if reports & stored:
+            continue
+        if any(
+            isinstance(elts[0], ast.Name)
+            and elts[0].id == loss
+            and isinstance(elts[-1], ast.Name)
+            and elts[-1].id in reports
+            for elts in returned
+        ):
+            yield stmt
+
+
+def _hands_on(function: ast.AST, value: ast.expr, parameter: str) -> bool:
+    """Whether `value`, stored by `function`, is its `parameter` or a def of it returning `parameter(...)`
+    (a `functools.wraps` wrapper)."""
+    if isinstance(value, ast.Name) and value.id == parameter:
+        return True
+    wrappers = [
+        node
+        for node in _body_walk(function)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and isinstance(value, ast.Name)
+        and node.name == value.id
+    ]
+    return any(
+        isinstance(r, ast.Return)
+        and isinstance(r.value, ast.Call)
+        and isinstance(r.value.func, ast.Name)
+        and r.value.func.id == parameter
+        for wrapper in wrappers
+        for r in _body_walk(wrapper)
+    )
+
+
+def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
+    """The innermost function of `scope` whose parameter `name` is, unless a function inside it binds
+    `name` itself. A class body is no enclosing scope of its methods."""
+    for function in reversed(scope):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if name in _parameters(function):
+            return function
+        if name in _bound_names(_body_walk(function)):
+            return None
+    return None
+
+
+def _bound_names(nodes: Iterable[ast.AST]) -> set[str]:
+    """The names `nodes` (one function's own) assign, define or import."""
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
 
 
 def _rescaled_results(function: ast.AST, callee: str) -> set[str] | None:

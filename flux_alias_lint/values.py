@@ -305,6 +305,9 @@ class RawFinding:
     proof_needed: bool = False
     # FAL005: the in-place write changing the captured value (None: the caller's rescale of the loss).
     write: cst.CSTNode | None = None
+    # FAL005: the loss rescaled is the function's bare return value, not its tuple's first element: only
+    # a reach saying so (`project.Reach.whole_return`) proves it.
+    whole_return: bool = False
 
 
 def render_path(path: Sequence[Key]) -> str:

@@ -71,7 +71,12 @@ def test_project_findings(case: ProjectCase):
 @pytest.mark.parametrize("case", PROJECT_CASES, ids=lambda c: c.id)
 def test_project_case_is_honest(case: ProjectCase):
     run = _run(case.folder)
-    assert_claim(case.kind(), run)
+    captures = case.rule_dir == "FAL005"
+    assert_claim(case.kind(), run, captures)
+    if captures:  # the kept values that move: the ones the findings name, as report entries are
+        patterns = [report_path_pattern(path) for path in case.expected_captures()]
+        assert all(any(p.match(moved) for p in patterns) for moved in run.captures_moved), run.captures_moved
+        assert all(any(p.match(moved) for moved in run.captures_moved) for p in patterns), run.captures_moved
     if case.kind() is Kind.POSITIVE:
         patterns = [report_path_pattern(path) for path in case.expected_report_paths()]
         assert all(any(p.match(moved) for p in patterns) for moved in run.moved), run.moved
@@ -86,4 +91,5 @@ def test_project_fix_stops_the_rescale_leaking(case: ProjectCase, tmp_path: path
     assert _findings(copy) == []
     before, after = _run(case.folder), _run(copy)
     assert not after.moved, f"the report still moves after --fix: {after.moved}"
+    assert not after.captures_moved, f"kept values still move after --fix: {after.captures_moved}"
     assert_same_training(before, after)
