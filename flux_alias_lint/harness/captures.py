@@ -24,6 +24,7 @@ from typing import Any
 
 from ._deps import require_torch
 from .assertions import same_values, scale_factor
+from .report import report_tensors
 
 torch = require_torch()
 
@@ -36,10 +37,12 @@ class CaptureWatch:
         self._kept: dict[Hashable, tuple[str, Any, Any]] = {}
         self._holders: list[object] = []  # keeps watched containers alive, so their ids stay theirs
 
-    def keep(self, where: str, tensor: Any) -> None:
-        """``tensor`` is captured now, shown as ``where``; its values are copied once."""
-        if torch.is_tensor(tensor) and ("kept", id(tensor)) not in self._kept:
-            self._kept[("kept", id(tensor))] = (where, tensor, _copy(tensor))
+    def keep(self, where: str, value: Any) -> None:
+        """``value`` is captured now, shown as ``where``: each tensor it is or holds (``list(loss.detach())``)
+        has its values copied once."""
+        for _path, tensor in report_tensors(value):
+            if ("kept", id(tensor)) not in self._kept:
+                self._kept[("kept", id(tensor))] = (where, tensor, _copy(tensor))
 
     @contextlib.contextmanager
     def tracing(self, filename: str) -> Iterator[CaptureWatch]:
