@@ -36,6 +36,7 @@ class CaptureWatch:
         # identity of a kept slot -> (where it is shown, the tensor kept there, its values then)
         self._kept: dict[Hashable, tuple[str, Any, Any]] = {}
         self._holders: list[object] = []  # keeps watched containers alive, so their ids stay theirs
+        self._replaced: dict[str, str] = {}  # where → how a tensor moved while kept there, before another replaced it
 
     def keep(self, where: str, value: Any) -> None:
         """``value`` is captured now, shown as ``where``: each tensor it is or holds (``list(loss.detach())``)
@@ -75,15 +76,21 @@ class CaptureWatch:
             if torch.is_tensor(item):
                 known = self._kept.get((id(value), key))
                 if known is None or known[1] is not item:  # a slot given another tensor: kept anew
+                    if known is not None:  # a loop's next capture: the one it replaces counts if it moved
+                        self._retire(*known)
                     self._holders.append(value)
                     self._kept[(id(value), key)] = (where, item, _copy(item))
             elif depth > 0:
                 self._visit(where, item, depth - 1)
 
+    def _retire(self, where: str, tensor: Any, before: Any) -> None:
+        if where not in self._replaced and not same_values(before, tensor.detach()):
+            self._replaced[where] = describe_move(before, tensor.detach())
+
     def moved(self) -> dict[str, str]:
         """Where → ``before -> after (factor)`` for each kept tensor whose values changed since it was kept
-        (the first such tensor of each ``where``)."""
-        found: dict[str, str] = {}
+        (the first such tensor of each ``where``; one replaced there later counts with its values then)."""
+        found = dict(self._replaced)
         with torch.no_grad():
             for where, tensor, before in self._kept.values():
                 if where not in found and not same_values(before, tensor.detach()):
