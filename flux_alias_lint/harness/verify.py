@@ -458,6 +458,8 @@ def _verify_captures(
     entries: dict[int, int] = {}
     for item in items:
         entries.setdefault(id(item.raw.entry), len(entries))
+    # The fix applied to the entry itself, not the fixed file: the fixed entry's value must be marked to be
+    # watched, and only the original module's nodes are known to be the flagged ones.
     fixes = {id(i.raw.entry): (i.finding.fix_before, i.finding.fix_after) for i in items if i.finding.fixable}
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
