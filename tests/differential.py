@@ -9,6 +9,14 @@ leaves move when megatron-core's own `forward_step_calc_loss` rescales the loss 
 every combination of branch flags and loop counts, since the checker joins all of them), then
 applies the fix and checks no leaf moves any more while the loss and its gradient are unchanged.
 
+Captures (FAL005) too: statements keep a detach or conversion (or, as a negative, a copy) of an
+expression in a container that outlives the call (a module-level list, dict or namespace, a
+parameter's default dict, an attribute of `self` in a method), and in-place writes scale their
+operand by 2 or 3, so whatever they change visibly moves. `compare` watches every tensor kept there
+and in the report (`harness.captures.CaptureWatch`, tracing the generated code) and checks that the
+FAL005 findings name exactly the places whose kept value moved: by the time the call returns (a
+write in the function), or after the rescale where a `forward_step` hands the function to Megatron.
+
 The grammar keeps the static verdict well-defined: a conversion to another dtype is generated
 only where the checker knows the dtype (`torch.sum(x, dtype=torch.float32)`, or after a
 conversion), because on an unknown dtype `.double()` is correctly a "may alias" (FAL004) that
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -26,6 +35,7 @@ import torch
 
 from flux_alias_lint.analysis import render_path
 from flux_alias_lint.harness import megatron_rescale
+from flux_alias_lint.harness.captures import CaptureWatch
 from flux_alias_lint.lint import check_source, fix_source
 
 Shape = tuple[int, ...]
@@ -77,7 +87,18 @@ VIEWS: dict[Shape, tuple[tuple[str, Shape], ...]] = {
         ("{}.flatten()", TWO),
     ),
 }
-INPLACE = ("{}.mul_(1.0)", "{}.add_(0.0)")
+# In-place writes scale by more than 1, so a capture they reach visibly changes (and none cancels another).
+INPLACE = ("{}.mul_(2.0)", "{}.mul_(3.0)")
+INPLACE_STATEMENTS = (*INPLACE, "{} *= 2.0", "{} *= 3.0")
+# What a capture keeps: a detach or a conversion to the same dtype (`.data` and views share on purpose).
+KEEPERS = ("{}.detach()", "torch.detach({})", "_detached({})", "{}.cpu()", "{}.contiguous()", '{}.to("cpu")')
+# Where a capture keeps it, per style: a module-level function or a method of a `SimpleNamespace` class.
+CAPTURE_TARGETS = {
+    "module": ("HISTORY.append({})", 'METRICS["{key}"] = {}', 'store["{key}"] = {}', "STATE.{attr} = {}"),
+    "method": ("self.log.append({})", 'self.metrics["{key}"] = {}', "self.{attr} = {}"),
+}
+CAPTURE_ROOTS = frozenset({"HISTORY", "METRICS", "STATE", "store", "self"})
+FILENAME = "<generated>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +139,8 @@ class _Generator:
         self.flags = 0
         self.loops = 0
         self.report_started = False
+        self.captures = draw.choose(("none", "module", "method"))  # see CAPTURE_TARGETS
+        self.megatron = self.captures == "module" and draw.chance(50)  # a forward_step hands it to Megatron
 
     # ---- expressions ------------------------------------------------------------------
 
@@ -132,15 +155,27 @@ class _Generator:
             spelling, shape = self.draw.choose(views)
             return Expr(spelling.format(code, code), Tensor(shape, t.dtype, t.known))
         if kind == "conversion":
-            allowed = [c for c in CONVERSIONS if t.known or c[1] == t.dtype]  # see the module docstring
-            spelling, target = self.draw.choose(allowed)
-            copies = t.known and target != t.dtype
-            return Expr(
-                spelling.format(code), Tensor(t.shape, target, t.known or copies, t.length_known and not copies)
-            )
+            return self.conversion_of(code, t)
         if kind == "same":
             return Expr(self.draw.choose(SAME_DTYPE_CONVERSIONS).format(code), t)
         return Expr(self.draw.choose(INPLACE).format(code), t)
+
+    def conversion_of(self, code: str, t: Tensor) -> Expr:
+        allowed = [c for c in CONVERSIONS if t.known or c[1] == t.dtype]  # see the module docstring
+        spelling, target = self.draw.choose(allowed)
+        copies = t.known and target != t.dtype
+        return Expr(spelling.format(code), Tensor(t.shape, target, t.known or copies, t.length_known and not copies))
+
+    def kept_value(self) -> str:
+        """What a capture keeps: a detach or conversion of an expression, or a copy of one."""
+        expr = self.tensor_expr()
+        if expr.value is None:  # a number: nothing kept can move
+            return expr.code
+        if self.draw.chance(30):
+            return self.copy_of(expr.code, expr.value).code
+        if self.draw.chance(30):
+            return self.conversion_of(expr.code, expr.value).code
+        return self.draw.choose(KEEPERS).format(expr.code)
 
     def copy_of(self, code: str, t: Tensor) -> Expr:
         t = dataclasses.replace(t, length_known=False)
@@ -193,8 +228,13 @@ class _Generator:
 
     def statement(self, indent: int, nested: bool) -> None:
         """One statement; `nested` (in a branch or loop body): keep every variable's shape and dtype."""
-        kind = self.draw.choose(("assign", "assign", "rebind_loss", "inplace", "report", "chain", "tuple"))
-        if kind == "rebind_loss":
+        kinds = ("assign", "assign", "rebind_loss", "inplace", "report", "chain", "tuple")
+        kind = self.draw.choose((*kinds, "capture", "capture") if self.captures != "none" else kinds)
+        if kind == "capture":
+            target = self.draw.choose(CAPTURE_TARGETS[self.captures])
+            key = next(self.keys)
+            self.emit(indent, target.format(self.kept_value(), key=f"k{key}", attr=f"a{key}"))
+        elif kind == "rebind_loss":
             loss = self.tensors["loss"]
             # In a loop body the checker sees the next iteration start from this rebinding too:
             # keep what it knows of the dtype unchanged there, as `reassign` does.
@@ -204,7 +244,7 @@ class _Generator:
             self.tensors["loss"] = dataclasses.replace(loss, known=loss.known and spelling == "loss.clone()")
         elif kind == "inplace":
             name = self.draw.choose(sorted(self.tensors))
-            self.emit(indent, self.draw.choose((*INPLACE, "{} *= 1.0", "{} += 0.0")).format(name))
+            self.emit(indent, self.draw.choose(INPLACE_STATEMENTS).format(name))
         elif kind == "report" and self.report_started:
             if self.draw.chance(70):
                 self.emit(indent, f'report["k{next(self.keys)}"] = {self.report_value(1)}')
@@ -283,7 +323,10 @@ class _Generator:
                 self.statement(1, nested=False)
 
     def function(self) -> str:
-        self.emit(0, "def loss_func(output_tensor):")
+        self.emit(
+            0,
+            "def loss_func(output_tensor, store={}):" if self.captures == "module" else "def loss_func(output_tensor):",
+        )
         start = self.draw.choose(("sum", "typed_sum", "mean", "stacked"))
         if start == "stacked":
             self.emit(1, "v = torch.stack([output_tensor.sum(), output_tensor.mean()])")
@@ -309,6 +352,18 @@ class _Generator:
             self.emit(1, "return outputs")
         else:
             self.emit(1, f"return {returned}")
+        if self.captures == "method":
+            self.lines[0] = "def loss_func(self, output_tensor):"
+            self.lines = [
+                "class Trainer(types.SimpleNamespace):",
+                *("    " + line for line in self.lines),
+                "",
+                "",
+                "loss_func = Trainer(log=[], metrics={}).loss_func",
+            ]
+        if self.megatron:
+            self.lines += ["", "", "def forward_step(data_iterator, model):"]
+            self.lines += ["    return model(next(data_iterator)), loss_func"]
         return "\n".join(self.lines) + "\n"
 
     def _report_dict(self) -> str:
@@ -318,11 +373,16 @@ class _Generator:
         return "{" + ", ".join(f'"k{next(self.keys)}": {v}' for v in items) + "}"
 
 
+MODULE_TOP = (
+    "import copy\nimport types\n\nimport torch\n\nHISTORY = []\nMETRICS = {}\nSTATE = types.SimpleNamespace()\n\n\n"
+)
+
+
 def generate(draw: Draw) -> tuple[str, int, int]:
     """(module source, number of branch flags, number of loops) of one generated loss function."""
     gen = _Generator(draw)
     function = gen.function()
-    return "import copy\n\nimport torch\n\n\n" + HELPERS + function, gen.flags, gen.loops
+    return MODULE_TOP + HELPERS + function, gen.flags, gen.loops
 
 
 # ---------------------------------------------------------------- runtime truth
@@ -344,18 +404,31 @@ class Run:
     moved: frozenset[str]  # report leaves the rescale changed
     loss: torch.Tensor | str  # the rescaled backprop tensor, or the error
     grad: torch.Tensor | str  # d(rescaled loss)/d(input), or the error
+    captured: frozenset[str] = frozenset()  # kept tensors that moved (FAL005's truth), by where they are kept
 
 
-def _run_once(loss_func: Callable[[torch.Tensor], Any]) -> Run:
+def _root(where: str) -> str:
+    return re.match(r"\w+", where)[0]  # type: ignore[index]
+
+
+def _run_once(loss_func: Callable[[torch.Tensor], Any], megatron: bool) -> Run:
+    """`megatron`: a forward step hands the function to Megatron, so the rescale is one of its captures' writers."""
     base = torch.linspace(0.5, 2.0, 4, requires_grad=True)
+    watch = CaptureWatch()
     try:
-        outputs = loss_func(base * 1.0)  # not a leaf: Megatron rescales it in place
+        with watch.tracing(FILENAME):
+            outputs = loss_func(base * 1.0)  # not a leaf: Megatron rescales it in place
+        at_return = watch.moved()
         before = {p: v.detach().clone() for p, v in _leaves(outputs[-1]) if isinstance(v, torch.Tensor)}
         loss, report = megatron_rescale(
             outputs, num_microbatches=NUM_MICROBATCHES, cp_group_size=CP_GROUP_SIZE, profile="installed"
         )
     except Exception as exc:  # the same failure before and after the fix is fine
         return Run(frozenset(), f"{type(exc).__name__}: {exc}", "")
+    # The report's entries count as captures only for writes in the function (the rescale's are FAL001-FAL004).
+    captured = {where for where in at_return if _root(where) in CAPTURE_ROOTS | {"report"}}
+    if megatron:
+        captured |= {where for where in watch.moved() if _root(where) in CAPTURE_ROOTS}
     after = dict(_leaves(report))
     moved = frozenset(p for p, v in before.items() if not torch.equal(after[p].detach(), v))
     try:
@@ -363,17 +436,18 @@ def _run_once(loss_func: Callable[[torch.Tensor], Any]) -> Run:
         grad: torch.Tensor | str = base.grad.clone() if base.grad is not None else "no grad"
     except RuntimeError as exc:
         grad = f"{type(exc).__name__}: {exc}"
-    return Run(moved, loss.detach().clone(), grad)
+    return Run(moved, loss.detach().clone(), grad, frozenset(captured))
 
 
 def run_all(source: str, flags: int, loops: int) -> list[Run]:
-    """One run per combination of branch flags and loop counts."""
-    namespace: dict[str, Any] = {"__name__": "generated"}
-    exec(compile(source, "<generated>", "exec"), namespace)
+    """One run per combination of branch flags and loop counts, each in a fresh module (fresh containers)."""
+    code = compile(source, FILENAME, "exec")
     runs = []
     for combo in itertools.product(*[(False, True)] * flags, *[(0, 1, 2)] * loops):
+        namespace: dict[str, Any] = {"__name__": "generated"}
+        exec(code, namespace)
         namespace["FLAGS"], namespace["N"] = combo[:flags], (combo[flags] if loops else 0)
-        runs.append(_run_once(namespace["loss_func"]))
+        runs.append(_run_once(namespace["loss_func"], "forward_step" in namespace))
     return runs
 
 
@@ -383,44 +457,66 @@ def _same(a: torch.Tensor | str, b: torch.Tensor | str) -> bool:
     return a.dtype == b.dtype and torch.equal(a, b)
 
 
+def _names(place: str, where: str) -> bool:
+    """Whether a finding's place (`HISTORY[...]`: any index) names where a kept tensor was watched (`HISTORY[0]`)."""
+    return re.fullmatch(re.escape(place).replace(re.escape("[...]"), r"\[[^\]]+\]"), where) is not None
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     source: str
     flagged: frozenset[str]
     moved: frozenset[str]
     problems: tuple[str, ...]  # empty: the checker and the fix agree with Megatron
+    captures: frozenset[str] = frozenset()  # FAL005's places
+    captured: frozenset[str] = frozenset()  # where kept tensors moved
 
     def __str__(self) -> str:
         return "\n".join(
-            [*self.problems, f"flagged: {sorted(self.flagged)}", f"moved:   {sorted(self.moved)}", self.source]
+            [
+                *self.problems,
+                f"flagged: {sorted(self.flagged)}",
+                f"moved:   {sorted(self.moved)}",
+                f"captures flagged: {sorted(self.captures)}",
+                f"captures moved:   {sorted(self.captured)}",
+                self.source,
+            ]
         )
 
 
 def compare(source: str, flags: int, loops: int) -> Verdict:
-    # FAL005 also flags report entries the function itself writes in place before returning (the
-    # generated `x.mul_(1.0)`): the rescale compared here is Megatron's, so those are left out.
-    flagged = frozenset(f.report_path for f in check_source(source) if f.code != "FAL005")
+    findings = check_source(source)
+    # The report's entries against Megatron's rescale (FAL001-FAL004); FAL005 against the watched captures.
+    flagged = frozenset(f.report_path for f in findings if f.code != "FAL005")
+    captures = frozenset(f.report_path for f in findings if f.code == "FAL005")
     runs = run_all(source, flags, loops)
     moved = frozenset().union(*(r.moved for r in runs))
+    captured = frozenset().union(*(r.captured for r in runs))
     problems = []
     if flagged != moved:
         problems.append(
             f"checker disagrees: false positives {sorted(flagged - moved)}, missed {sorted(moved - flagged)}"
         )
+    false_captures = sorted(p for p in captures if not any(_names(p, w) for w in captured))
+    missed_captures = sorted(w for w in captured if not any(_names(p, w) for p in captures))
+    if false_captures or missed_captures:
+        problems.append(f"captures disagree: false positives {false_captures}, missed {missed_captures}")
     fixed = source
     for _ in range(3):  # a fix nested inside another waits for the next pass
         fixed, previous = fix_source(fixed), fixed
         if fixed == previous:
             break
     if fixed != source:
-        remaining = [f for f in check_source(fixed) if f.code != "FAL005"]
+        remaining = check_source(fixed)
         if remaining:
             problems.append(f"after the fix still flagged: {[f.report_path for f in remaining]}")
         for before, after in zip(runs, run_all(fixed, flags, loops), strict=True):
             if after.moved:
                 problems.append(f"after the fix the report still moves: {sorted(after.moved)}")
+            if after.captured:
+                problems.append(f"after the fix kept values still move: {sorted(after.captured)}")
             if not (_same(before.loss, after.loss) and _same(before.grad, after.grad)):
                 problems.append("the fix changed the loss or its gradient")
     if problems:
         problems.append(f"fixed source:\n{fixed}")
-    return Verdict(source, flagged, moved, tuple(problems))
+    return Verdict(source, flagged, moved, tuple(problems), captures, captured)

@@ -1,4 +1,5 @@
-"""The checker, the fix and Megatron agree on 2,000 generated loss functions (see differential.py).
+"""The checker, the fix and Megatron agree on 2,000 generated loss functions, captures (FAL005) included
+(see differential.py).
 
 Derandomized, so CI sees the same 2,000 functions every run; `scripts/fuzz.py` explores more with
 fresh seeds. A failure prints the generated function, what was flagged and what moved.
@@ -41,3 +42,19 @@ def test_the_comparison_can_fail() -> None:
     verdict = compare(source, 0, 0)
     assert verdict.flagged == {'report["wide"]'} and verdict.moved == set()
     assert verdict.problems[0] == "checker disagrees: false positives ['report[\"wide\"]'], missed []"
+
+
+def test_the_capture_comparison_can_fail() -> None:
+    """Both directions of a FAL005 disagreement are reported. By design `.half()` of an unknown dtype may
+    return `self` (a finding a float32 run never moves); a detach through `getattr` is out of the checker's sight."""
+    source = (
+        "import torch\n\nHISTORY = []\nMETRICS = {}\n\n\ndef loss_func(output_tensor):\n"
+        "    loss = output_tensor.sum()\n"
+        "    HISTORY.append(loss.detach().half())\n"
+        '    METRICS["k"] = getattr(loss, "detach")()\n'
+        "    loss *= 2.0\n"
+        "    return loss, {}\n"
+    )
+    verdict = compare(source, 0, 0)
+    assert verdict.captures == {"HISTORY[...]"} and verdict.captured == {'METRICS["k"]'}
+    assert verdict.problems[0] == "captures disagree: false positives ['HISTORY[...]'], missed ['METRICS[\"k\"]']"

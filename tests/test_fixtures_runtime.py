@@ -6,9 +6,10 @@ for a 3-tuple) and stores the report. A snapshot taken right after ``loss_func``
 compared with the stored report: a positive (or a noqa-suppressed alias) must move, a negative
 must not, and a fixed positive must not move while returning the same loss and gradient.
 
-Captures (FAL005) are watched too: every tensor the fixture's code keeps in a container or on an
-object (its module's globals, the locals and closure variables of its frames) is snapshotted when
-first seen there, and compared with itself after Megatron's rescale. A FAL005 positive's captured
+Captures (FAL005) are watched too (``harness.captures.CaptureWatch``, as ``verify`` watches them):
+every tensor the fixture's code keeps in a container or on an object (its module's globals, the
+locals and closure variables of its frames) is snapshotted when first seen there, and compared with
+itself after Megatron's rescale. A FAL005 positive's captured
 value must move, a FAL005 negative's must not, and neither may a fixed one's.
 """
 
@@ -20,7 +21,6 @@ import importlib.util
 import itertools
 import json
 import pathlib
-import sys
 import types
 
 import pytest
@@ -36,6 +36,8 @@ from fixture_corpus import (
     report_path_pattern,
 )
 from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
+
+from flux_alias_lint.harness.captures import CaptureWatch
 
 BASE = (0.5, 1.25, 2.0, 3.5)  # no zero sums or products: every alias visibly moves
 NUM_MICROBATCHES = 2
@@ -113,56 +115,6 @@ class Run:
     captures_moved: dict[str, str] = dataclasses.field(default_factory=dict)  # kept tensors that changed
 
 
-class CaptureWatch:
-    """The tensors `path`'s code keeps in containers or on objects, each snapshotted when first seen
-    there: at every line and return of its frames (a line event comes before the line runs, so a
-    value stored by one line is snapshotted before the next changes it)."""
-
-    def __init__(self, path: pathlib.Path) -> None:
-        self.file = str(path)
-        self.kept: dict[tuple[int, object], tuple[str, torch.Tensor, torch.Tensor]] = {}
-        self.holders: list[object] = []  # keeps the containers alive, so their ids stay theirs
-
-    def __enter__(self) -> CaptureWatch:
-        sys.settrace(self._trace)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.settrace(None)
-
-    def _trace(self, frame, event, arg):
-        if frame.f_code.co_filename != self.file:
-            return None
-        for name, value in [*frame.f_globals.items(), *frame.f_locals.items()]:
-            self._visit(name, value, depth=2)
-        return self._trace
-
-    def _visit(self, path: str, value: object, depth: int) -> None:
-        if isinstance(value, dict):
-            entries = [(f"{path}{_key(k)}", k, v) for k, v in value.items() if not str(k).startswith("__")]
-        elif isinstance(value, (list, tuple)):
-            entries = [(f"{path}[{i}]", i, v) for i, v in enumerate(value)]
-        elif isinstance(value, types.SimpleNamespace):
-            entries = [(f"{path}.{k}", k, v) for k, v in vars(value).items()]
-        else:
-            return
-        for where, key, item in entries:
-            if isinstance(item, torch.Tensor):
-                known = self.kept.get((id(value), key))
-                if known is None or known[1] is not item:
-                    self.holders.append(value)
-                    self.kept[(id(value), key)] = (where, item, item.detach().clone())
-            elif depth > 0:
-                self._visit(where, item, depth - 1)
-
-    def moved(self) -> dict[str, str]:
-        return {
-            where: f"{before.tolist()} -> {item.detach().tolist()}"
-            for where, item, before in self.kept.values()
-            if not torch.equal(item.detach(), before)
-        }
-
-
 def run_through_megatron(path: pathlib.Path) -> Run:
     return run_loss_func(path)
 
@@ -182,7 +134,8 @@ def run_loss_func(path: pathlib.Path) -> Run:
 
     forward_data_store: list = []
     config = types.SimpleNamespace(calculate_per_token_loss=False, timers=None)
-    with CaptureWatch(path) as watch:
+    watch = CaptureWatch()
+    with watch.tracing(str(path)):
         loss, _num_tokens = _calc_loss(output_tensor, recording_loss_func, config, forward_data_store)
     assert len(snapshots) == 1 and len(forward_data_store) == 1
     grad = None

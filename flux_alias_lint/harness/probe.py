@@ -18,7 +18,9 @@ more (the analysis's call context: a ``MegatronLossReduction.forward(batch, forw
 a ``functools.partial``'s bound arguments) passes ``kinds`` to override both.
 
 The flagged report entries are wrapped in ``__flux_mark__(key, entry)``, which records the
-value each one produced, so a verdict knows whether the flagged value reached the report.
+value each one produced, so a verdict knows whether the flagged value reached the report, and
+copies it (``Execution.captures``), so a capture's value when it was made can be compared with
+its value after whatever writes it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import libcst as cst
 
 from ..runner import time_limit
 from ._deps import quiet, require_torch
+from .captures import CaptureWatch
 from .cpu import cuda_is_the_cpu
 from .moduletop import Project, run_module_top
 from .standins import (
@@ -81,6 +84,7 @@ class Execution:
     taken: tuple[bool, ...]  # answers to the undecidable branches, in order: replaying them replays the path
     bases: list[Any]  # the leaf tensors behind every stand-in tensor, in creation order
     marks: dict[int, list[Any]]  # flagged entry key → the values it produced
+    captures: CaptureWatch  # the tensors they produced, as made, under str(key)
 
 
 class _Namespace(dict):
@@ -136,9 +140,11 @@ class Probe:
         self.run.start(forced)
         self.namespace.forget_stand_ins()
         marks: dict[int, list[Any]] = {}
+        captures = CaptureWatch()
 
         def mark(key: int, value: Any) -> Any:
             marks.setdefault(key, []).append(value)
+            captures.keep(str(key), value)
             return value
 
         self.namespace[MARK] = mark
@@ -149,7 +155,7 @@ class Probe:
                 outputs = self.func(*args, **kwargs)
         except (Exception, SystemExit) as exc:  # the code raised with these stand-ins: the caller may try another path
             error = exc
-        return Execution(outputs, error, tuple(self.run.taken), list(self.run.bases), marks)
+        return Execution(outputs, error, tuple(self.run.taken), list(self.run.bases), marks, captures)
 
 
 def _time_limit() -> contextlib.AbstractContextManager[None]:
@@ -287,15 +293,18 @@ def _decorators(function: cst.CSTNode) -> set[str]:
 
 
 class _Marker(cst.CSTTransformer):
-    """Wraps each flagged entry ``e`` as ``__flux_mark__(key, e)``."""
+    """Wraps each flagged entry ``e`` as ``__flux_mark__(key, e)``, first applying its fix if it has one."""
 
-    def __init__(self, entries: Mapping[int, int]) -> None:
-        self._entries = entries
+    def __init__(self, entries: Mapping[int, int], fixes: Mapping[int, tuple[str, str]]) -> None:
+        self._entries, self._fixes = entries, fixes
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
         key = self._entries.get(id(original))
         if key is None or not isinstance(updated, cst.BaseExpression):
             return updated
+        if id(original) in self._fixes:
+            before, after = self._fixes[id(original)]
+            updated = cst.parse_expression(before + cst.Module(body=[]).code_for_node(updated) + after)
         return cst.Call(cst.Name(MARK), [cst.Arg(cst.Integer(str(key))), cst.Arg(updated)])
 
 
@@ -307,11 +316,14 @@ def build_probe(
     kinds: Mapping[str, Kind] | None = None,
     path: str = "",
     faithful: bool = False,
+    fixes: Mapping[int, tuple[str, str]] | None = None,
 ) -> Probe:
     """A runnable version of ``function`` from ``module`` (the file ``path``), fed tensors of ``shape``.
 
     ``entries`` maps ``id()`` of flagged entry nodes to the keys their values are recorded
-    under; ``kinds`` overrides the stand-in kind of parameters and free names (call context).
+    under; ``kinds`` overrides the stand-in kind of parameters and free names (call context);
+    ``fixes`` maps some of those ids to a finding's fix (text put before and after the entry), so the
+    fixed entry's values are the ones recorded.
     ``faithful``: run the project's own modules it imports (moduletop.py) and make ``self`` an
     instance of its own class; else both are stubs. ProbeError if the function cannot be defined.
     """
@@ -320,7 +332,7 @@ def build_probe(
     namespace = _Namespace(used, run)
     namespace["__name__"] = "__flux_probe__"
     run_module_top(module, namespace, run, path, Project(run) if faithful else None)
-    marked = function.visit(_Marker(entries or {}))
+    marked = function.visit(_Marker(entries or {}, fixes or {}))
     if isinstance(marked, cst.Lambda):
         code, name = f"__flux_probe__ = ({module.code_for_node(marked)})\n", "__flux_probe__"
     else:

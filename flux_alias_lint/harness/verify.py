@@ -7,9 +7,13 @@ flagged entry moves. Then fix the file in memory, replay the same path through t
 function, and check that the entry holds and that the loss and its gradients are exactly
 what they were.
 
+A capture (FAL005) is judged by its own writer instead: the captured value, copied as the
+flagged entry makes it, is compared with itself after the in-place write in the function (when the
+call returns) or after the rescale of the returned loss; the fix applied to the entry must keep it.
+
 A verdict is only as strong as what was run: "did not move" is said only of a flagged value
-seen in the report that was rescaled. A finding no execution reaches is UNCONFIRMED, with
-the furthest any execution got.
+seen in the report that was rescaled (or, for a capture, made and then written). A finding no
+execution reaches is UNCONFIRMED, with the furthest any execution got.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ import libcst as cst
 from ..finding import Finding
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
 from ..project import MEGATRON
+from ..rules import CAPTURE_CODE
 from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
 from ._deps import require_torch
-from .assertions import changed_since, snapshot
+from .assertions import Snapshot, changed_since, snapshot
 from .megatron import installed_megatron_version
 from .probe import SHAPES, Execution, Probe, ProbeError, build_probe, functions
 from .profiles import resolve_profile
@@ -76,9 +81,11 @@ class Settings:
 
 # How a CONFIRMED finding was confirmed: its probe's outputs handed to the installed release's
 # forward_step_calc_loss (or a profile's model of it), or, for a finding Megatron's schedule reaches,
-# its probe called as the loss function in a real run of forward_backward_no_pipelining as well.
+# its probe called as the loss function in a real run of forward_backward_no_pipelining as well; a
+# capture written in place by the function itself, by the call alone.
 BY_RESCALE = "rescale"
 BY_SCHEDULE = "forward_backward_no_pipelining"
+BY_CALL = "call"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,34 +247,46 @@ def _judge(finding: Finding, paths: list[str], before: _Rescaled, after: _Rescal
 
 
 def _schedule_moves(probe: Probe, taken: tuple[bool, ...], num_microbatches: int, forward_only: bool) -> dict[str, str]:
-    """Report path → factor for what moved when Megatron's real schedule called the probe as its loss function.
+    """What moved when Megatron's real schedule called the probe as its loss function: report path → factor,
+    and each marked entry's key (``"0"``) → how its captured value moved since it was made.
 
     The forward step is the stand-in model on a stand-in batch; its loss function replays the probe's
     path. Each microbatch's report is compared with its values as the loss function returned it.
     """
-    returned: list[Any] = []
+    returned: list[tuple[Execution, Snapshot]] = []
 
     def loss_func(output_tensor: Any) -> Any:
         execution = probe.execute(taken)
         if execution.error is not None:
             raise execution.error
-        returned.append(snapshot(execution.outputs[-1]))
+        returned.append((execution, snapshot(execution.outputs[-1])))
         return execution.outputs
 
     def forward_step(data_iterator: Iterator[Any], model: Any) -> tuple[Any, Any]:
         return model(next(data_iterator)), loss_func
 
     run_schedule(forward_step, num_microbatches=num_microbatches, forward_only=forward_only)
-    return {path: factor for before in returned for path, factor in changed_since(before).items()}
+    moved: dict[str, str] = {}
+    for execution, before in returned:
+        moved.update({**execution.captures.moved(), **changed_since(before)})
+    return moved
 
 
 def _through_schedule(
-    verdict: Verdict, probe: Probe, fixed_probe: Probe, execution: Execution, paths: list[str], settings: Settings
+    verdict: Verdict,
+    probe: Probe,
+    fixed_probe: Probe,
+    execution: Execution,
+    paths: list[str],
+    settings: Settings,
+    shown: str = "",
 ) -> Verdict:
     """A CONFIRMED verdict of a finding Megatron's schedule reaches, checked again through that schedule.
 
-    A training step where the probe's loss is a scalar; else a forward-only one (a validation step),
-    since the backward of a stand-in loss of several values has no gradient to start from.
+    ``paths``: the report paths (or a capture's key) that must move; ``shown``: the name printed for
+    them, if not the path itself. A training step where the probe's loss is a scalar; else a
+    forward-only one (a validation step), since the backward of a stand-in loss of several values has
+    no gradient to start from.
     """
     if settings.profile != "installed" or settings.cp_group_size != 1:
         # The real schedule is the installed release's, on one rank.
@@ -291,7 +310,7 @@ def _through_schedule(
         return Verdict(verdict.finding, False, f"{verdict.detail}; but after the fix it moves through {BY_SCHEDULE}")
     path, factor = moved[0]
     mode = "forward-only" if forward_only else "training"
-    detail = f"{verdict.detail}; through {BY_SCHEDULE} ({mode}): {path} {factor}, held after"
+    detail = f"{verdict.detail}; through {BY_SCHEDULE} ({mode}): {shown or path} {factor}, held after"
     return Verdict(verdict.finding, True, detail, BY_SCHEDULE)
 
 
@@ -304,7 +323,29 @@ def _verify_function(
     settings: Settings,
     path: str,
 ) -> list[Verdict]:
-    """One verdict per item, all flagged in ``function``."""
+    """One verdict per item, all flagged in ``function``: captures by their writers, the rest by the rescale."""
+    captures = [item for item in items if item.finding.code == CAPTURE_CODE]
+    reports = [item for item in items if item.finding.code != CAPTURE_CODE]
+    verdict_of: dict[int, Verdict] = {}
+    if reports:
+        found = _verify_reports(module, function, fixed_module, fixed_function, reports, settings, path)
+        verdict_of.update({id(item): verdict for item, verdict in zip(reports, found, strict=True)})
+    if captures:
+        found = _verify_captures(module, function, captures, settings, path)
+        verdict_of.update({id(item): verdict for item, verdict in zip(captures, found, strict=True)})
+    return [verdict_of[id(item)] for item in items]
+
+
+def _verify_reports(
+    module: cst.Module,
+    function: cst.FunctionDef | cst.Lambda,
+    fixed_module: cst.Module,
+    fixed_function: cst.FunctionDef | cst.Lambda,
+    items: Sequence[Located],
+    settings: Settings,
+    path: str,
+) -> list[Verdict]:
+    """One verdict per item, each an entry of the report ``function`` returns."""
     entries: dict[int, int] = {}  # id of an entry node → the key its values are recorded under
     for item in items:  # two findings may flag one entry (under two report paths)
         entries.setdefault(id(item.raw.entry), len(entries))
@@ -357,6 +398,128 @@ def _verify_function(
         if len(verdicts) == len(items):
             break
     return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
+
+
+@dataclasses.dataclass
+class _Observed:
+    """One execution of a capture's function, watched: its captured values after each writer."""
+
+    at_return: dict[str, str]  # entry key → how its captured value moved by the time the call returned
+    after_rescale: dict[str, str] | None  # the same after Megatron's rescale; None: its outputs cannot be rescaled
+    unrescaled: str  # why not
+    loss: Any
+    grads: list[Any]
+    taken: tuple[bool, ...]
+
+
+def _observe(execution: Execution, settings: Settings) -> _Observed:
+    """Watch an execution that returned: its captures at return, then its outputs rescaled."""
+    at_return = execution.captures.moved()
+    problem = _shape_problem(execution)
+    if problem is not None:
+        return _Observed(at_return, None, problem[1], None, [], execution.taken)
+    try:
+        rescaled = _rescale(execution, settings)
+    except Exception as exc:  # Megatron's rescale refused these outputs
+        return _Observed(at_return, None, f"the rescale raised {type(exc).__name__}: {exc}", None, [], execution.taken)
+    return _Observed(at_return, execution.captures.moved(), "", rescaled.loss, rescaled.grads, execution.taken)
+
+
+def _writer(module: cst.Module, item: Located) -> str:
+    """The writer of a capture, as a verdict names it."""
+    write = item.raw.write
+    if write is None:
+        return "the rescale"
+    code = " ".join(module.code_for_node(write).split())
+    return f"`{code if len(code) <= 40 else code[:37] + '...'}`"
+
+
+def _judge_capture(item: Located, key: str, writer: str, before: dict[str, str], after: _Observed | str) -> Verdict:
+    """``before``: how the captured values moved after the writer; ``after``: the fixed function on the same path."""
+    finding, place = item.finding, item.finding.report_path
+    if key not in before:
+        return Verdict(finding, False, f"{place} held the captured value and it did not move after {writer}")
+    moved = f"{place} {before[key]} after {writer}"
+    if isinstance(after, str):
+        return Verdict(finding, False, f"{moved} before fix; {after}")
+    fixed_moves = after.at_return if item.raw.write is not None else after.after_rescale
+    if fixed_moves is None:
+        return Verdict(finding, False, f"{moved} before fix; the fixed function: {after.unrescaled}")
+    if key in fixed_moves:
+        return Verdict(finding, False, f"{moved} before fix, still moves after the fix")
+    return Verdict(finding, True, f"{moved} before fix, held after; loss and grad unchanged", BY_CALL)
+
+
+def _verify_captures(
+    module: cst.Module, function: cst.FunctionDef | cst.Lambda, items: Sequence[Located], settings: Settings, path: str
+) -> list[Verdict]:
+    """One verdict per capture flagged in ``function``: its captured value must move after its writer and,
+    with the finding's own fix applied to the entry, hold, while the loss and gradients stay."""
+    entries: dict[int, int] = {}
+    for item in items:
+        entries.setdefault(id(item.raw.entry), len(entries))
+    # The fix applied to the entry itself, not the fixed file: the fixed entry's value must be marked to be
+    # watched, and only the original module's nodes are known to be the flagged ones.
+    fixes = {id(i.raw.entry): (i.finding.fix_before, i.finding.fix_after) for i in items if i.finding.fixable}
+    verdicts: dict[int, Verdict] = {}
+    furthest = [_Furthest() for _ in items]
+    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    for shape, faithful in itertools.product(SHAPES, (True, False)):
+        try:
+            probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
+            fixed_probe = build_probe(module, function, shape, entries, path=path, faithful=faithful, fixes=fixes)
+        except ProbeError as exc:
+            return [verdicts.get(key) or Verdict(item.finding, False, str(exc)) for key, item in enumerate(items)]
+        for execution in _explore(probe, deadline):
+            pending = [key for key in range(len(items)) if key not in verdicts]
+            if execution.error is not None:
+                problem = _shape_problem(execution)
+                assert problem is not None
+                for key in pending:
+                    furthest[key].note(*problem)
+                continue
+            observed = _observe(execution, settings)
+            fixed: _Observed | str | None = None  # the fixed function on the same path, run once it is needed
+            for key in pending:
+                item, mark = items[key], entries[id(items[key].raw.entry)]
+                if mark not in execution.marks:
+                    furthest[key].note((1, 0), "it returned, but never made the captured value")
+                    continue
+                moves = observed.at_return if item.raw.write is not None else observed.after_rescale
+                if moves is None:
+                    furthest[key].note((2, 0), observed.unrescaled)
+                    continue
+                if fixed is None:
+                    fixed = _observe_fixed(fixed_probe.execute(execution.taken), observed, settings)
+                verdict = _judge_capture(item, str(mark), _writer(module, item), moves, fixed)
+                if verdict.confirmed and item.raw.write is None:
+                    verdict = dataclasses.replace(verdict, confirmed_by=BY_RESCALE)
+                    if item.finding.context == MEGATRON:
+                        verdict = _through_schedule(
+                            verdict, probe, fixed_probe, execution, [str(mark)], settings, item.finding.report_path
+                        )
+                verdicts[key] = verdict
+            if len(verdicts) == len(items):
+                break
+        if len(verdicts) == len(items):
+            break
+    return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
+
+
+def _observe_fixed(fixed: Execution, before: _Observed, settings: Settings) -> _Observed | str:
+    """The fixed function's execution on the same path, watched; or why it cannot be compared."""
+    if fixed.error is not None:
+        return f"the fixed function: no probe could run it ({type(fixed.error).__name__}: {fixed.error})"
+    if fixed.taken != before.taken:
+        return "the fixed function took another path"
+    after = _observe(fixed, settings)
+    if not (
+        _same(before.loss, after.loss)
+        and len(before.grads) == len(after.grads)
+        and all(_same(a, b) for a, b in zip(before.grads, after.grads, strict=True))
+    ):
+        return "the fix changed the loss or grad"
+    return after
 
 
 def verify_source(

@@ -195,3 +195,118 @@ def test_an_unparsable_file_is_a_fal000_as_in_check(tmp_path: Path, capsys: pyte
     assert capsys.readouterr().out.splitlines()[0] == (
         f"{broken}:1:7: FAL000 UNCONFIRMED not checked: syntax error: invalid syntax"
     )
+
+
+# ---- captures (FAL005): judged by their own writers ------------------------------------------------
+
+
+def test_a_capture_written_in_the_function_is_confirmed_with_its_values(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "FAL005" / "append_to_global.py")
+    assert main(["verify", path]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{path}:10:20: FAL005 CONFIRMED HISTORY[...] 2.5 -> 5 (×2.00) after `loss *= 2.0` before fix, held after; "
+        "loss and grad unchanged"
+    )
+    assert main(["verify", path, "--format", "json"]) == 0
+    [verdict] = json.loads(capsys.readouterr().out)
+    assert verdict["confirmed_by"] == "call"
+
+
+def test_a_report_entry_capture_is_judged_by_the_write_not_by_the_rescale(capsys: pytest.CaptureFixture[str]) -> None:
+    # One entry, two findings: FAL001's writer is Megatron's rescale (÷2), FAL005's the function's `loss *= 0.25`.
+    path = str(FIXTURES / "FAL005" / "report_entry_scaled.py")
+    assert main(["verify", path]) == 0
+    fal001, fal005 = capsys.readouterr().out.splitlines()[:2]
+    assert 'FAL001 CONFIRMED report["policy_loss"] ×0.50 before fix' in fal001
+    assert 'FAL005 CONFIRMED report["policy_loss"] 2.5 -> 0.625 (×0.25) after `loss *= 0.25` before fix' in fal005
+
+
+def test_a_capture_megatron_rescales_is_confirmed_through_its_schedule() -> None:
+    # Megatron's real schedule runs here: a process of its own, so no process group outlives the test.
+    path = str(FIXTURES / "FAL005" / "global_list_megatron.py")
+    run = subprocess.run(
+        [sys.executable, "-m", "flux_alias_lint", "verify", path, "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    [verdict] = json.loads(run.stdout)
+    assert verdict["confirmed"] and verdict["confirmed_by"] == "forward_backward_no_pipelining"
+    assert verdict["detail"] == (
+        "LOSSES[...] 2.5 -> 1.25 (×0.50) after the rescale before fix, held after; loss and grad unchanged; "
+        "through forward_backward_no_pipelining (training): LOSSES[...] 2.5 -> 1.25 (×0.50), held after"
+    )
+
+
+def test_a_capture_an_in_place_caller_rescales_is_confirmed_by_the_rescale(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "FAL005" / "global_dict_in_place_caller.py")
+    # The 2-tuple path multiplies by the context-parallel size first: 3 / 2.
+    assert main(["verify", path, "--cp-group-size", "3", "--format", "json"]) == 0
+    [verdict] = json.loads(capsys.readouterr().out)
+    assert verdict["context"] == "in-place-caller" and verdict["confirmed_by"] == "rescale"
+    assert verdict["detail"].startswith('METRICS["loss"] 2.5 -> 3.75 (×1.50) after the rescale before fix, held after')
+
+
+def test_a_capture_whose_writer_changes_nothing_is_unconfirmed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Statically both are written in place; at run time `*= 1.0` leaves the values, and `.half()` copies a float32.
+    path = tmp_path / "no_change.py"
+    path.write_text(
+        "import torch\n\nHISTORY = []\n\n\ndef loss_func(output_tensor):\n"
+        "    loss = torch.sum(output_tensor)\n"
+        "    HISTORY.append(loss.detach())\n"
+        "    loss *= 1.0\n"
+        "    return loss, {}\n\n\n"
+        "def half_func(output_tensor):\n"
+        "    loss = torch.sum(output_tensor)\n"
+        "    HISTORY.append(loss.detach().half())\n"
+        "    loss *= 2.0\n"
+        "    return loss, {}\n"
+    )
+    assert [f.code for f in check_source(path.read_text(), str(path))] == ["FAL005", "FAL005"]
+    assert main(["verify", str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(
+        "FAL005 UNCONFIRMED HISTORY[...] held the captured value and it did not move after `loss *= 1.0`"
+    )
+    assert lines[1].endswith(
+        "FAL005 UNCONFIRMED HISTORY[...] held the captured value and it did not move after `loss *= 2.0`"
+    )
+
+
+def test_a_capture_fix_that_does_not_hold_is_unconfirmed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Views unpacked into a list: no expression to put `.clone()` after, so "fixing" the file leaves it moving.
+    path = tmp_path / "unfixable_capture.py"
+    path.write_text(
+        "HISTORY = []\n\n\ndef loss_func(output_tensor):\n"
+        "    loss = (output_tensor * 2.0).sum().reshape(1)\n"
+        "    HISTORY.append(list(loss.detach()))\n"
+        "    loss *= 2.0\n"
+        "    return loss, {}\n"
+    )
+    (finding,) = check_source(path.read_text(), str(path))
+    assert finding.code == "FAL005" and not finding.fixable
+    assert main(["verify", str(path)]) == 1
+    assert "FAL005 UNCONFIRMED HISTORY[...] 5 -> 10 (×2.00) after `loss *= 2.0` before fix, still moves after" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_capture_the_function_never_makes_is_unconfirmed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "raises_first.py"
+    path.write_text(
+        "import torch\n\nHISTORY = []\n\n\ndef loss_func(output_tensor):\n"
+        "    loss = torch.sum(output_tensor)\n"
+        "    loss.no_such_method()\n"
+        "    HISTORY.append(loss.detach())\n"
+        "    loss *= 2.0\n"
+        "    return loss, {}\n"
+    )
+    assert main(["verify", str(path)]) == 1
+    assert (
+        "FAL005 UNCONFIRMED no probe could run it (AttributeError: 'Tensor' object has no attribute"
+        in capsys.readouterr().out
+    )
