@@ -76,12 +76,13 @@ _OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _CALLED = re.compile(r"(\w+)\s*\(")
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
-# What an in-place write looks like in a unit's text (`loss *= k`, `loss.mul_(k)`): only then can a
-# capture made in it be changed by a write in it (FAL005, `captures.py`).
-_INPLACE_WRITE = re.compile(r"[-+*/%@&|^]=|<<=|>>=|\w_\s*\(")
-_INPLACE_METHOD = re.compile(r"\w_\s*\(")
-# What a kept value is made with (`captures._kept`): only a returned report's entries are kept without one.
-_KEEPING_CALL = re.compile(r"\b(?:" + "|".join(sorted(KEEPING_NAMES)) + r")\s*\(")
+# What an in-place write looks like in a unit's text (`loss *= k`, `loss.mul_(k)`, not `__init__(`):
+# only then can a capture made in it be changed by a write in it (FAL005, `captures.py`).
+_AUGMENTED = ("+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "<<=", ">>=")  # `//=`, `**=` too
+_INPLACE_METHOD = re.compile(r"[^\W_]_\s*\(")
+# What a kept value is made with (`captures._kept`, a method of the table): only a returned report's
+# entries are kept without one.
+_KEEPING_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(KEEPING_NAMES)) + r")\s*\(")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -741,7 +742,9 @@ def _unit_may_find(
     reports = ("lambda" in span or ("return" in span and _some_return_may_fit(unit.body))) and (
         _text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span))
     )
-    if _INPLACE_WRITE.search(span) is None or not (reports or _KEEPING_CALL.search(span)):
+    keeping = _KEEPING_CALL.search(span) is not None
+    method_writes = (reports or keeping) and _INPLACE_METHOD.search(span) is not None
+    if not (method_writes or ((reports or keeping) and any(op in span for op in _AUGMENTED))):
         return reports and _flow_may_find(unit, imports, helpers)
     try:
         flows = _Flows(unit, imports, helpers)
@@ -749,7 +752,7 @@ def _unit_may_find(
             return True
         # A capture an in-place write may change: kept values are made by a detach or a conversion,
         # written report entries are in a returned dict.
-        if _KEEPING_CALL.search(span) is None and _INPLACE_METHOD.search(span) is None:
+        if not keeping and not method_writes:
             # Only report entries, only `x op= v` writes (the flow's own walk has them): first
             # whether any write may reach any returned report, in any order.
             written = [node.target for node in flows.walk[0] if type(node) is ast.AugAssign]
@@ -937,13 +940,21 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
         return found
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
     # holding such a call, or a name bound (through any chain of names) to one.
+    parts: dict[int, tuple[bool, set[str]]] = {}  # per value: whether it holds such a call, its names
+
+    def parts_of(value: ast.AST) -> tuple[bool, set[str]]:
+        found_parts = parts.get(id(value))
+        if found_parts is None:
+            nodes = list(ast.walk(value))
+            names = {_dotted(n) or "" for n in nodes if type(n) is ast.Name or type(n) is ast.Attribute}
+            found_parts = parts[id(value)] = (any(id(n) in keeping_calls for n in nodes), names)
+        return found_parts
+
     kept_names: set[str] = set()
 
     def holds_kept(value: ast.AST) -> bool:
-        return any(
-            id(part) in keeping_calls or (type(part) in (ast.Name, ast.Attribute) and _dotted(part) in kept_names)
-            for part in ast.walk(value)
-        )
+        calls, names = parts_of(value)
+        return calls or not kept_names.isdisjoint(names)
 
     grew = bool(found.kept)
     while grew:
@@ -1033,10 +1044,12 @@ def _bind_names(node: ast.AST, bound: dict[str, list[ast.expr | None]]) -> None:
         if node.value is None:
             return
         for target in node.targets if kind is ast.Assign else [node.target]:
-            value = node.value if type(target) is ast.Name else None
+            if type(target) is ast.Name:
+                bound.setdefault(target.id, []).append(node.value)
+                continue
             for name in ast.walk(target):
                 if type(name) is ast.Name:
-                    bound.setdefault(name.id, []).append(value)
+                    bound.setdefault(name.id, []).append(None)
     elif kind is ast.Global or kind is ast.Nonlocal:
         for name in node.names:
             bound.setdefault(name, []).append(None)
