@@ -41,8 +41,9 @@ class Finding:
     # Both empty when the finding is not fixable. Kept as text so SARIF can carry the exact edit.
     fix_before: str = dataclasses.field(default="", compare=False)
     fix_after: str = dataclasses.field(default="", compare=False)
-    # Who rescales the loss: "megatron", "in-place-caller" or "unreached" (see project.py), and the
-    # steps from the function to the call that rescales (empty when unreached).
+    # Who rescales the loss: "megatron", "in-place-caller", "in-function" (FAL005: the write is in the
+    # function) or "unreached" (see project.py), and the steps from the function to the call that
+    # rescales (empty when unreached).
     context: str = dataclasses.field(default=UNREACHED, compare=False)
     reached_by: tuple[Step, ...] = dataclasses.field(default=(), compare=False)
     # "error" or "warning" (`severity_for`): only errors fail the run.

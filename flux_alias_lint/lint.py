@@ -17,7 +17,7 @@ from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, une
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
-from .project import IN_PLACE_CALLER, MEGATRON, UNREACHED_REACH, ProjectIndex, Reach, Step
+from .project import IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, UNREACHED_REACH, ProjectIndex, Reach, Step
 from .rules import CAPTURE_CODE, RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
@@ -119,7 +119,7 @@ def _collect(
     context = _Context(reaches, Library(source.path, source.text))
     found: list[T] = []
     try:
-        for parse_from, given, piece in _pieces(source, module, reaches):
+        for parse_from, given, piece in _pieces(source, module, reaches, selection.enabled(CAPTURE_CODE)):
             found += map(keep, _analyze_piece(source, selection, noqa, parse_from, given, piece, context))
     except _PieceRejected as rejected:
         found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None, context)))
@@ -146,10 +146,11 @@ class _PieceRejected(Exception):
 
 
 def _pieces(
-    source: SourceFile, module: cst.Module | None, reaches: Reaches
+    source: SourceFile, module: cst.Module | None, reaches: Reaches, captures: bool
 ) -> Iterator[tuple[SourceFile, cst.Module | None, Reduced | None]]:
-    """What to parse (or the given module), and the triaged piece it is (None: all of `source`)."""
-    pieces = reduce_source(source.text, frozenset(reaches), source.path) if module is None else None
+    """What to parse (or the given module), and the triaged piece it is (None: all of `source`);
+    `captures`: whether FAL005 is selected."""
+    pieces = reduce_source(source.text, frozenset(reaches), source.path, captures) if module is None else None
     if pieces != []:  # something to analyse, and so maybe to fix: it must compile
         check_compiles(source)
     if pieces is None:
@@ -247,6 +248,8 @@ def _analyze_parsed(
         reach = context.reaches.get(def_line, UNREACHED_REACH)
         if reach.whole_return != raw.whole_return:  # the value rescaled is not the one this finding is about
             reach = UNREACHED_REACH
+        if raw.write is not None and reach.context == UNREACHED:
+            reach = Reach(IN_FUNCTION, ())  # the writer is shown in the function: a bug whoever calls it
         severity = severity_for(reach.context, selection.unreached)
         if (raw.proof_needed and not reach.steps) or severity is None:  # None: hidden, and so never fixed
             continue

@@ -32,6 +32,8 @@ from .source import SourceError, collections_paused, read_bytes
 
 MEGATRON = "megatron"
 IN_PLACE_CALLER = "in-place-caller"
+# FAL005: the write changing the capture is in the function itself, whoever calls it.
+IN_FUNCTION = "in-function"
 UNREACHED = "unreached"
 
 _LOSS_REDUCTION = "MegatronLossReduction"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 from .finding import Finding
 from .project import Reaches
+from .rules import CAPTURE_CODE
 from .selection import UNCHECKED, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes
 from .triage import reduce_source
@@ -214,7 +215,11 @@ def process_file(
         started = time.monotonic()
         try:
             with time_limit(limits.timeout):
-                if reaches is not None and reduce_source(source.text, frozenset(reaches), source.path) == []:
+                if (
+                    reaches is not None
+                    and reduce_source(source.text, frozenset(reaches), source.path, selection.enabled(CAPTURE_CODE))
+                    == []
+                ):
                     return FileResult(path)  # no unit can have a finding: libcst is not even loaded
             from . import lint  # noqa: F401  (imported outside the time limit: libcst takes ~0.3 s to load)
 

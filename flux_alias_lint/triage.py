@@ -99,17 +99,19 @@ class Reduced:
 PIECE_LINES = 2_000
 
 
-def reduce_source(text: str, reached: frozenset[int] = frozenset(), path: str = "") -> list[Reduced] | None:
+def reduce_source(
+    text: str, reached: frozenset[int] = frozenset(), path: str = "", captures: bool = True
+) -> list[Reduced] | None:
     """See `_reduce_source`. The runner asks first (to skip libcst when nothing is kept), then the
     analysis asks again: the answer is kept for that one second question."""
     if not ENABLED:
         return None
-    key = (text, reached, path)
+    key = (text, reached, path, captures)
     if _LAST[0] == key:  # `text` is the same object both times: compared by identity first, cheaply
         answer = _LAST[1]
         _LAST[:] = [None, None]  # the trees in it are not kept alive past the file
         return answer
-    answer = _reduce_source(text, reached, path)
+    answer = _reduce_source(text, reached, path, captures)
     _LAST[:] = [key, answer]
     return answer
 
@@ -117,13 +119,14 @@ def reduce_source(text: str, reached: frozenset[int] = frozenset(), path: str = 
 _LAST: list = [None, None]
 
 
-def _reduce_source(text: str, reached: frozenset[int], path: str) -> list[Reduced] | None:
+def _reduce_source(text: str, reached: frozenset[int], path: str, captures: bool) -> list[Reduced] | None:
     """The units of `text` that may have a finding, in pieces of about `PIECE_LINES` lines, each
     with the module's imports. None: all of `text` must be analysed; []: none of it.
 
     `reached`: def lines of functions the project index knows a rescaling caller of; their units are
     kept whatever their returns look like (any report type is checked there). `path`: where the text
-    is, to tell the project's own imports (their calls are summarised) from the others."""
+    is, to tell the project's own imports (their calls are summarised) from the others. `captures`:
+    whether FAL005 is selected (else only units a report finding may be in are kept)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
         try:
@@ -145,7 +148,7 @@ def _reduce_source(text: str, reached: frozenset[int], path: str) -> list[Reduce
         spans.append((first, last))
         span = "".join(lines[first - 1 : last])
         if any(first <= line <= last for line in reached) or _unit_may_find(
-            unit, span, imports, helpers, mapping_names
+            unit, span, imports, helpers, mapping_names, captures
         ):
             if not _alone(lines, unit):
                 return None
@@ -735,16 +738,21 @@ class _Flows:
 
 
 def _unit_may_find(
-    unit: Def, span: str, imports: frozenset[tuple[str, str]], helpers: _Helpers, mapping_names: frozenset[str]
+    unit: Def,
+    span: str,
+    imports: frozenset[tuple[str, str]],
+    helpers: _Helpers,
+    mapping_names: frozenset[str],
+    captures: bool,
 ) -> bool:
     """Whether the analysis may find something in `unit` (its text `span`): a returned report sharing
     storage with the loss (FAL001-FAL004), or a capture an in-place write changes (FAL005)."""
     reports = ("lambda" in span or ("return" in span and _some_return_may_fit(unit.body))) and (
         _text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span))
     )
-    keeping = _KEEPING_CALL.search(span) is not None
-    method_writes = (reports or keeping) and _INPLACE_METHOD.search(span) is not None
-    if not (method_writes or ((reports or keeping) and any(op in span for op in _AUGMENTED))):
+    keeping = captures and _KEEPING_CALL.search(span) is not None
+    method_writes = captures and (reports or keeping) and _INPLACE_METHOD.search(span) is not None
+    if not captures or not (method_writes or ((reports or keeping) and any(op in span for op in _AUGMENTED))):
         return reports and _flow_may_find(unit, imports, helpers)
     try:
         flows = _Flows(unit, imports, helpers)

@@ -4,7 +4,7 @@ Layout (TorchFix-style; adding a case is adding two files):
 
 * ``fixtures/<CODE>/<case>.py`` + ``<case>.expected``: a checker case. Each ``.expected`` line is
   ``LINE:COL: CODE REPORT_PATH [CONTEXT]``, sorted by line and column (CONTEXT when the file shows
-  who rescales the loss: ``megatron`` or ``in-place-caller``); an empty file is a negative.
+  who rescales the loss: ``megatron``, ``in-place-caller`` or, for FAL005, ``in-function``); an empty file is a negative.
 * ``fixtures/<CODE>/<case>.in.py`` + ``<case>.out.py``: a fixer pair, ``fix_source(in) == out``.
 * ``fixtures/<CODE>/<case>/``: a multi-file project case: its modules, and ``expected`` with lines
   ``FILE:LINE:COL: CODE REPORT_PATH [CONTEXT]`` for the whole folder checked as one project. Its
@@ -34,7 +34,7 @@ FIXTURES = ROOT / "fixtures"
 # FAL005's path is where the captured value is kept: `report[...]`, `HISTORY[...]`, `state.last_loss`.
 EXPECTED_LINE = re.compile(
     r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-5]) (?P<path>[A-Za-z_]\w*(?:\[.+\]|\.\w+)*)"
-    r"(?: (?P<context>megatron|in-place-caller))?$"
+    r"(?: (?P<context>megatron|in-place-caller|in-function))?$"
 )
 CAPTURE_CODE = "FAL005"
 NOQA = re.compile(r"#\s*noqa\b", re.IGNORECASE)
