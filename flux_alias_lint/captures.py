@@ -24,7 +24,19 @@ import libcst as cst
 
 from .aliasing import DETACH_ATTRIBUTES, KEEPING_KINDS, AliasKind
 from .rules import CAPTURE_CODE
-from .values import Alias, Env, Key, RawFinding, Val, _leaves, _overlap, _relative_kind, join, render_path
+from .values import (
+    Alias,
+    Env,
+    Key,
+    RawFinding,
+    Val,
+    _leaves,
+    _overlap,
+    _relative_kind,
+    dotted_name,
+    join,
+    render_path,
+)
 
 CAPTURED = "<captured>"  # env key: the aliases kept in places that outlive the function
 WRITTEN = "<written>"  # env key: report entries an in-place write changed after they were stored
@@ -81,10 +93,18 @@ class CaptureTracking:
             # Written through the captured value itself (`d = loss.detach(); log.append(d); d *= k`): on purpose.
             if any(_overlap(alias, w) and _relative_kind(alias, w) is not AliasKind.SAME for w in written.aliases):
                 self._capture_finding(alias, self._places[alias], node, proof_needed=False, tensor=True)
+        # A write through the container holding the entry (`report[k] += v`) is the container's own
+        # update, as a write through a kept value is: it marks the entries of every other container.
+        target = None
+        if isinstance(node, cst.AugAssign):
+            target = node.target
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            target = node.func.value  # `report[k].mul_(v)`
+        through = dotted_name(target.value) if isinstance(target, cst.Subscript) else None
         marked = frozenset(
             a
             for name, val in env.items()
-            if val.container and name not in (CAPTURED, WRITTEN)
+            if val.container and name not in (CAPTURED, WRITTEN, through)
             for _, leaf in _leaves(val)
             for a in leaf.aliases
             if a.entry is not None and not _allocated_at_entry(a) and any(_overlap(a, w) for w in written.aliases)

@@ -1,0 +1,47 @@
+"""FAL005's writes through the container holding an entry: the container's own update, not a change
+to a value kept there (the shape of NeMo-RL's loss wrapper, which accumulates its metrics)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from flux_alias_lint.lint import check_source
+
+ACCUMULATED = textwrap.dedent(
+    """
+    import torch
+
+
+    class Wrapper:
+        def __call__(self, batches):
+            loss_accum = 0
+            metrics_accum = {}
+            for batch in batches:
+                loss, metrics = self.loss_fn(batch)
+                loss_accum += loss
+                for k, v in metrics.items():
+                    if k not in metrics_accum:
+                        metrics_accum[k] = float("inf") if k == "ratio_min" else 0
+                    val = v.item() if isinstance(v, torch.Tensor) and v.ndim == 0 else v
+                    if k == "ratio_min":
+                        metrics_accum[k] = min(metrics_accum[k], val)
+                    else:
+                        metrics_accum[k] += val
+            return loss_accum, metrics_accum
+    """
+)
+
+
+def _captures(source: str) -> list[str]:
+    return [f.report_path for f in check_source(source) if f.code == "FAL005"]
+
+
+def test_an_entry_updated_through_its_own_container_is_not_a_capture_written():
+    assert _captures(ACCUMULATED) == []
+
+
+def test_an_entry_written_through_another_name_still_is():
+    # The kept value itself scaled in place after it was stored: the entry changes.
+    source = ACCUMULATED.replace("metrics_accum[k] += val", "metrics_accum[k] = val\n                    val *= 2")
+    assert source != ACCUMULATED
+    assert _captures(source) == ["report[...]"]
