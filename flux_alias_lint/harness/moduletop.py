@@ -298,11 +298,20 @@ def _bind_import(
             bind(name, SingleRankParallelState(run))
         elif not level and source in PARALLEL_STATE_MODULES:
             bind(name, single_rank_answer(imported) or stub_type(name, run))
-        elif module is not None and hasattr(module, imported):
+        elif module is not None and _has(module, imported):
             bind(name, getattr(module, imported))
         else:
             found = load(full, level)
             bind(name, found if found is not None else stub_type(name, run))
+
+
+def _has(module: Any, name: str) -> bool:
+    """`hasattr`, for a module whose lazy `__getattr__` may fail with more than an AttributeError
+    (it imports a package that is not installed)."""
+    try:
+        return hasattr(module, name)
+    except Exception:
+        return False
 
 
 def run_module_top(

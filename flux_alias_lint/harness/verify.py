@@ -412,9 +412,13 @@ class _Observed:
     taken: tuple[bool, ...]
 
 
-def _observe(execution: Execution, settings: Settings) -> _Observed:
-    """Watch an execution that returned: its captures at return, then its outputs rescaled."""
+def _observe(execution: Execution, settings: Settings, whole_return: bool = False) -> _Observed:
+    """Watch an execution that returned: its captures at return, then its outputs rescaled.
+    `whole_return`: the function returns the bare loss that a reached loss function hands on as its own
+    (`Reach.whole_return`): rescaled as the loss of `(returned, {})`."""
     at_return = execution.captures.moved()
+    if whole_return and torch.is_tensor(execution.outputs):
+        execution = dataclasses.replace(execution, outputs=(execution.outputs, {}))
     problem = _shape_problem(execution)
     if problem is not None:
         return _Observed(at_return, None, problem[1], None, [], execution.taken)
@@ -463,6 +467,7 @@ def _verify_captures(
     fixes = {id(i.raw.entry): (i.finding.fix_before, i.finding.fix_after) for i in items if i.finding.fixable}
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
+    whole_return = any(item.raw.whole_return for item in items)  # a function returns a tuple or not
     deadline = time.monotonic() + SECONDS_PER_FUNCTION
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
@@ -478,7 +483,7 @@ def _verify_captures(
                 for key in pending:
                     furthest[key].note(*problem)
                 continue
-            observed = _observe(execution, settings)
+            observed = _observe(execution, settings, whole_return)
             fixed: _Observed | str | None = None  # the fixed function on the same path, run once it is needed
             for key in pending:
                 item, mark = items[key], entries[id(items[key].raw.entry)]
@@ -490,11 +495,12 @@ def _verify_captures(
                     furthest[key].note((2, 0), observed.unrescaled)
                     continue
                 if fixed is None:
-                    fixed = _observe_fixed(fixed_probe.execute(execution.taken), observed, settings)
+                    fixed = _observe_fixed(fixed_probe.execute(execution.taken), observed, settings, whole_return)
                 verdict = _judge_capture(item, str(mark), _writer(module, item), moves, fixed)
                 if verdict.confirmed and item.raw.write is None:
                     verdict = dataclasses.replace(verdict, confirmed_by=BY_RESCALE)
-                    if item.finding.context == MEGATRON:
+                    # A bare returned loss reaches the schedule only inside another function's tuple.
+                    if item.finding.context == MEGATRON and not whole_return:
                         verdict = _through_schedule(
                             verdict, probe, fixed_probe, execution, [str(mark)], settings, item.finding.report_path
                         )
@@ -506,13 +512,13 @@ def _verify_captures(
     return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
 
 
-def _observe_fixed(fixed: Execution, before: _Observed, settings: Settings) -> _Observed | str:
+def _observe_fixed(fixed: Execution, before: _Observed, settings: Settings, whole_return: bool) -> _Observed | str:
     """The fixed function's execution on the same path, watched; or why it cannot be compared."""
     if fixed.error is not None:
         return f"the fixed function: no probe could run it ({type(fixed.error).__name__}: {fixed.error})"
     if fixed.taken != before.taken:
         return "the fixed function took another path"
-    after = _observe(fixed, settings)
+    after = _observe(fixed, settings, whole_return)
     if not (
         _same(before.loss, after.loss)
         and len(before.grads) == len(after.grads)
