@@ -192,7 +192,9 @@ view, a conversion that may return `self`, or the tensor itself. The writers:
 - a caller in the project that unpacks the returned loss and rescales it in place.
 
 Copies (`.clone()`, `.item()`, `float()`, arithmetic, `torch.cat`) and rebinding (`loss = loss * w`)
-are not flagged, nor is a capture made after the write. The tensor itself kept in a list or on an
+are not flagged, nor is a capture made after the write, nor an entry updated through the container
+holding it (`metrics[k] += v`). A write in the function itself is an error whoever calls it (context
+`in-function`); the others follow their context, as for FAL001. The tensor itself kept in a list or on an
 attribute and then updated in place by the function is taken to be on purpose (a buffer).
 
 ## Why is this bad?
