@@ -893,15 +893,20 @@ class ProjectIndex:
             if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
                 continue
             seen[key] = reach
-            module = self._module(key[0])
-            found = next(((s, f) for s, f in _functions(module.tree) if f.lineno == key[1]), None) if module else None
-            if module is None or found is None:
+            found = self._function_at(key)
+            if found is None:
                 continue
-            scope, function = found
+            module, scope, function = found
             for assign in _returned_unpacked(function):
                 step = self._step(module, assign, f"its (loss, report) is returned by {function.name}")
                 for target_module, target in self._resolve(module, [*scope, function], assign.value.func):
                     self._reach(target_module.path, target, dataclasses.replace(reach, steps=(step, *reach.steps)))
+
+    def _function_at(self, key: Key) -> tuple[_Module, list[ast.AST], ast.AST] | None:
+        """The module, the enclosing scopes and the function a reach's key (path, def line) names."""
+        module = self._module(key[0])
+        found = next(((s, f) for s, f in _functions(module.tree) if f.lineno == key[1]), None) if module else None
+        return None if module is None or found is None else (module, *found)
 
     def _returned_as_the_loss(self, path: str) -> None:
         """A reached loss function whose loss is what a callable parameter of an enclosing function
@@ -913,11 +918,10 @@ class ProjectIndex:
             if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
                 continue
             seen[key] = reach
-            module = self._module(key[0])
-            found = next(((s, f) for s, f in _functions(module.tree) if f.lineno == key[1]), None) if module else None
-            if module is None or found is None:
+            found = self._function_at(key)
+            if found is None:
                 continue
-            scope, function = found
+            module, scope, function = found
             for call, owner in _loss_from_a_parameter(function, scope):
                 assert isinstance(call.func, ast.Name)
                 step = self._step(module, call, f"its result is returned as the loss by {function.name}")
