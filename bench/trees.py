@@ -35,7 +35,7 @@ def findings_of(tree: Path) -> list[dict[str, object]]:
 def row(tree: Path) -> str:
     files = sum(1 for _ in tree.rglob("*.py"))
     counts = collections.Counter("FAL000" if f["code"] == "FAL000" else str(f["context"]) for f in findings_of(tree))
-    cells = [counts["megatron"], counts["in-place-caller"], counts["unreached"], counts["FAL000"]]
+    cells = [counts[c] for c in ("megatron", "in-place-caller", "in-function", "unreached", "FAL000")]
     return f"| {tree.name} ({files:,} files) | " + " | ".join(str(c) for c in cells) + " |"
 
 
@@ -48,8 +48,10 @@ def main() -> None:
     )
     when = datetime.date.today().isoformat()
     print(f"{when}, {os.cpu_count()}-core {platform.machine()}, flux-alias-lint at {commit.stdout.strip()}:\n")
-    print("| tree | megatron (errors) | in-place-caller (errors) | unreached (warnings) | FAL000 |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(
+        "| tree | megatron (errors) | in-place-caller (errors) | in-function (errors) | unreached (warnings) | FAL000 |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for tree in args.trees:
         print(row(tree), flush=True)
 
