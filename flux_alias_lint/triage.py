@@ -1492,6 +1492,9 @@ class _Flow:
         name only if it may be a sequence), or a kept value that a detach, conversion or helper made
         from that storage."""
         self._settle()
+        reports = [value for value in found.reports if self._returnable(value)]  # as `_report_elements`
+        if not (reports or found.kept):
+            return False
         self._settle_storage()
         written = [(self._storage(target), found.where[id(target)]) for target in found.written]
 
@@ -1505,7 +1508,7 @@ class _Flow:
             for storage, at in written
             if any(_may_follow(at, put) and _overlap(storage, stored) for stored, put in entries)
         ]
-        for returned in found.reports:
+        for returned in reports:
             where = found.where[id(returned)]
             changed = _union(storage for storage, at in into_entries if _may_follow(where, at))
             if any(_overlap(self._storage(report), changed) for report in self._report_elements([returned])):
@@ -1523,6 +1526,8 @@ class _Flow:
     def report_may_be_written(self, written: list[ast.expr], returned: list[ast.expr]) -> bool:
         """`captured_may_be_written` for report entries, in any order of writes and returns."""
         self._settle()
+        if not any(self._returnable(value) for value in returned):
+            return False  # no report tuple (`_report_elements`): storage need not be settled
         self._settle_storage()
         changed = _union(self._storage(target) for target in written)
         return any(_overlap(self._storage(report), changed) for report in self._report_elements(returned))
