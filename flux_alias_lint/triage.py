@@ -1002,13 +1002,13 @@ def _bound_names(target: ast.AST) -> Iterator[str]:
 
 
 _BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)
-_LAMBDA_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_LAMBDA_SCOPES = (*_FUNCTIONS, ast.Lambda)
 # Values that are a new Python container or string: never a tensor, whatever `+=` does to them.
 _CONTAINER_VALUES = (
     ast.Dict, ast.List, ast.Set, ast.Tuple, ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.JoinedStr,
 )  # fmt: skip
 _CONTAINER_CONSTRUCTORS = frozenset({"list", "set", "tuple", *MAPPING_CONSTRUCTORS})
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_DEFS = (*_FUNCTIONS, ast.ClassDef)
 _NAME_BINDINGS = frozenset(
     {ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.For}
     | {ast.AsyncFor, ast.comprehension, ast.withitem, *_DEFS}
@@ -1325,8 +1325,8 @@ class _Flow:
                 self._join(node.name, M)
         elif kind is ast.arguments:
             # An annotated parameter may be declared a number or a string (`n: int`).
-            for arg in (*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg):
-                if arg is not None and arg.annotation is not None:
+            for arg in _parameters(node):
+                if arg.annotation is not None:
                     self._join(arg.arg, M)
         elif kind is ast.Call:
             owner = _dotted(node.func.value)
@@ -1772,10 +1772,7 @@ class _Passing:
 
     @classmethod
     def of(cls, node: ast.FunctionDef | ast.AsyncFunctionDef, flow: _Flow) -> _Passing:
-        args = node.args
-        params = tuple(
-            a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None
-        )
+        params = tuple(a.arg for a in _parameters(node.args))
         flow._settle_storage()
         assert flow._store is not None
         returned = _union(flow._storage(value) for value in flow.own_returns(node))
