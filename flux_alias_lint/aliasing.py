@@ -95,6 +95,9 @@ MAY_RETURN_SELF_METHODS: frozenset[str] = frozenset(
     }
 )
 
+# `x.to(..., copy=True)`: a conversion that always copies, whatever dtype and device it is given.
+COPY_KEYWORD = "copy"
+
 # View methods with no ``torch.<name>`` function of the same meaning.
 _METHOD_ONLY_VIEWS: frozenset[str] = frozenset(
     {"expand", "expand_as", "indices", "reshape_as", "unfold", "values", "view", "view_as"}

@@ -26,6 +26,7 @@ from .aliasing import (
     AMBIGUOUS_METHODS,
     ARRAY_METHODS,
     CONTAINER_MUTATORS,
+    COPY_KEYWORD,
     DTYPE_OF_METHOD,
     MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
@@ -1342,7 +1343,7 @@ class ModuleAnalysis(CaptureTracking):
         dtype = receiver.dtype
         if kind is AliasKind.MAY_RETURN_SELF:
             target = self._conversion_dtype(name, positional, keywords, node)
-            copies = "copy" in keywords and _is_true(node, "copy")
+            copies = COPY_KEYWORD in keywords and _is_true(node, COPY_KEYWORD)
             if copies or (target is not None and receiver.dtype is not None and target != receiver.dtype):
                 return self._fresh(node, target, tensor=tensor)
             dtype = target or receiver.dtype

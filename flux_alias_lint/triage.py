@@ -52,10 +52,12 @@ from typing import NamedTuple
 
 from .aliasing import (
     CONTAINER_MUTATORS,
+    COPY_KEYWORD,
     KEEPING_NAMES,
     MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
     NUMBER_METHODS,
+    AliasKind,
     attribute_alias_kind,
     method_alias_kind,
     torch_function_alias_kind,
@@ -79,7 +81,7 @@ _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionE
 # What an in-place write looks like in a unit's text (`loss *= k`, `loss.mul_(k)`, not `__init__(`):
 # only then can a capture made in it be changed by a write in it (FAL005, `captures.py`).
 _AUGMENTED = ("+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "<<=", ">>=")  # `//=`, `**=` too
-_INPLACE_METHOD = re.compile(r"[^\W_]_\s*\(")
+_NAME_END_CALLED = re.compile(r"_\s*\(")  # a literal first: searched fast (`[^\W_]_\s*\(` is 20x slower)
 # What a kept value is made with (`captures._kept`, a method of the table): only a returned report's
 # entries are kept without one.
 _KEEPING_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(KEEPING_NAMES)) + r")\s*\(")
@@ -751,7 +753,7 @@ def _unit_may_find(
         _text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span))
     )
     keeping = captures and _KEEPING_CALL.search(span) is not None
-    method_writes = captures and (reports or keeping) and _INPLACE_METHOD.search(span) is not None
+    method_writes = captures and (reports or keeping) and _calls_inplace_method(span)
     if not captures or not (method_writes or ((reports or keeping) and any(op in span for op in _AUGMENTED))):
         return reports and _flow_may_find(unit, imports, helpers)
     try:
@@ -774,6 +776,15 @@ def _unit_may_find(
         return flows.may(lambda flow: flow.captured_may_be_written(found))
     except RecursionError:
         return True
+
+
+def _calls_inplace_method(span: str) -> bool:
+    """Whether `span` may call a method named as in-place ones are (`x.mul_(k)`; not `__init__(`)."""
+    for match in _NAME_END_CALLED.finditer(span):
+        start = match.start()
+        if start and span[start - 1].isalnum():
+            return True
+    return False
 
 
 @dataclasses.dataclass
@@ -801,6 +812,7 @@ class _Level(NamedTuple):
     scope: int  # the id of a def
     position: tuple[int, int]  # (line, column) in it of the node, or of the def holding the node
     loops: frozenset[int]  # the ids of the loops around that in the def
+    branches: frozenset[tuple[int, bool]]  # (the id of an `if` around it in the def, whether in its `else`)
 
 
 _Where = tuple[_Level, ...]  # a node's place, from the unit's def down to its own
@@ -826,16 +838,21 @@ def _may_follow(later: _Where, earlier: _Where) -> bool:
     if len(later) < depth or any(a.scope != b.scope for a, b in zip(later[:depth], earlier, strict=True)):
         return False
     here, there = later[depth - 1], earlier[-1]
-    return here.position >= there.position or bool(here.loops & there.loops)
+    if here.loops & there.loops:
+        return True
+    # Not in the other branch of an `if` both are in (a loop around both is a loop around the `if`).
+    other = {(branch, not orelse) for branch, orelse in there.branches}
+    return here.position >= there.position and other.isdisjoint(here.branches)
 
 
-_Context = tuple[_Where, int, frozenset[int]]  # the levels above a def, the def's id, the loops around
+# The levels above a def, the def's id, the loops and `if` branches around (as `_Level`).
+_Context = tuple[_Where, int, frozenset[int], frozenset[tuple[int, bool]]]
 
 
 def _placed(tree: ast.AST) -> Iterator[tuple[ast.AST, _Context]]:
     """Every node of `tree` but its leaves (as `_walk`), with its context (one object for the nodes
     of a def outside its loops, and so on)."""
-    frontier: list[tuple[ast.AST, _Context]] = [(tree, ((), id(tree), frozenset()))]
+    frontier: list[tuple[ast.AST, _Context]] = [(tree, ((), id(tree), frozenset(), frozenset()))]
     while frontier:
         node, context = frontier.pop()
         yield node, context
@@ -843,22 +860,25 @@ def _placed(tree: ast.AST) -> Iterator[tuple[ast.AST, _Context]]:
         if kind is ast.Lambda or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             pass
         elif kind is ast.For or kind is ast.AsyncFor or kind is ast.While or kind is ast.comprehension:
-            context = (context[0], context[1], context[2] | {id(node)})
+            context = (context[0], context[1], context[2] | {id(node)}, context[3])
         fields = _CHILD_FIELDS.get(kind)
         if fields is None:
             fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
         for name in fields:
             value = getattr(node, name, None)
+            here = context
+            if kind is ast.If and name != "test":
+                here = (context[0], context[1], context[2], context[3] | {(id(node), name == "orelse")})
             for child in value if type(value) is list else (value,):
                 if child is None or type(child) in _LEAVES or not isinstance(child, ast.AST):
                     continue
                 child_kind = type(child)
                 if child_kind is ast.Lambda or child_kind is ast.FunctionDef or child_kind is ast.AsyncFunctionDef:
-                    outer, scope, loops = context
-                    child_context = ((*outer, _Level(scope, _position(child), loops)), id(child), frozenset())
-                    frontier.append((child, child_context))
+                    outer, scope, loops, branches = here
+                    level = _Level(scope, _position(child), loops, branches)
+                    frontier.append((child, ((*outer, level), id(child), frozenset(), frozenset())))
                 else:
-                    frontier.append((child, context))
+                    frontier.append((child, here))
 
 
 def _position(node: ast.AST) -> tuple[int, int]:
@@ -879,8 +899,8 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
 
     def put(into: list[ast.expr], value: ast.expr, node: ast.AST, context: _Context) -> None:
         into.append(value)
-        outer, scope, loops = context
-        found.where[id(value)] = (*outer, _Level(scope, _position(node), loops))
+        outer, scope, loops, branches = context
+        found.where[id(value)] = (*outer, _Level(scope, _position(node), loops, branches))
 
     bound: dict[int, dict[str, list[ast.expr | None]]] = {}  # per def: `_bind_names`
     for node, context in _placed(tree):
@@ -903,11 +923,10 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             given = [a.value if type(a) is ast.Starred else a for a in node.args]
             given += [keyword.value for keyword in node.keywords]
             # A method (`x.detach()`, `x.cpu()`) or torch function of the table.
-            if (
-                attribute in KEEPING_NAMES
-                and (_dotted(func.value) or "").partition(".")[0] not in modules - torch_names
-            ):
-                found.keeping += [func.value, *node.args]
+            root = (_dotted(func.value) or "").partition(".")[0] if attribute is not None else ""
+            if attribute in KEEPING_NAMES and root not in modules - torch_names and not _copies(node):
+                # What is kept is the receiver's storage (`x.to(device)`), or a torch function's first argument.
+                found.keeping += node.args[:1] if root in torch_names else [func.value]
                 keeping_calls.add(id(node))
             if attribute is not None and writes_in_place(attribute):
                 # `scf.for_(...)`: a function of an imported module, not a tensor's method.
@@ -948,21 +967,28 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
         return found
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
     # holding such a call, or a name bound (through any chain of names) to one.
-    parts: dict[int, tuple[bool, set[str]]] = {}  # per value: whether it holds such a call, its names
+    # A dotted name holds what is bound to it, to an attribute of it (`self` holds `self.x`) or to an
+    # owner of it (`out.x` holds `out`'s), not what is bound to a sibling (`self.y`).
+    parts: dict[int, tuple[bool, set[str], set[str]]] = {}  # per value: such a call in it, its names, their heads
+    kept_names: set[str] = set()
+    kept_heads: set[str] = set()  # the kept names and their prefixes
 
-    def parts_of(value: ast.AST) -> tuple[bool, set[str]]:
+    def parts_of(value: ast.AST) -> tuple[bool, set[str], set[str]]:
         found_parts = parts.get(id(value))
         if found_parts is None:
-            nodes = list(ast.walk(value))
-            names = {_dotted(n) or "" for n in nodes if type(n) is ast.Name or type(n) is ast.Attribute}
-            found_parts = parts[id(value)] = (any(id(n) in keeping_calls for n in nodes), names)
+            calls, names = False, set()
+            for node in _walk_storage(value):
+                calls = calls or id(node) in keeping_calls
+                if type(node) is ast.Name or type(node) is ast.Attribute:
+                    name = _dotted(node)
+                    if name is not None:
+                        names.add(name)
+            found_parts = parts[id(value)] = (calls, names, _with_heads(names))
         return found_parts
 
-    kept_names: set[str] = set()
-
     def holds_kept(value: ast.AST) -> bool:
-        calls, names = parts_of(value)
-        return calls or not kept_names.isdisjoint(names)
+        calls, names, heads = parts_of(value)
+        return calls or not kept_names.isdisjoint(heads) or not kept_heads.isdisjoint(names)
 
     grew = bool(found.kept)
     while grew:
@@ -971,6 +997,7 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             names = {name for target in targets if target is not None for name in _bound_names(target)} - kept_names
             if names and holds_kept(value):
                 kept_names |= names
+                kept_heads |= _with_heads(names)
                 grew = True
     found.kept = [value for value in found.kept if holds_kept(value)]
     if not (found.kept or found.reports):
@@ -993,12 +1020,43 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
     return found
 
 
+def _walk_storage(value: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of `value` that may give it storage: not its subscripts' keys (`x[i]` shares storage
+    with `x`, never with `i`), nor what a dotted name is made of (`self.y` is not `self`)."""
+    frontier = [value]
+    while frontier:
+        node = frontier.pop()
+        yield node
+        kind = type(node)
+        if kind is ast.Subscript:
+            frontier.append(node.value)
+        elif kind is not ast.Attribute or _dotted(node) is None:
+            frontier.extend(ast.iter_child_nodes(node))
+
+
+def _with_heads(names: set[str]) -> set[str]:
+    """`names` and every dotted prefix of one (`self.x.y`: `self.x`, `self`)."""
+    heads = set(names)
+    for name in names:
+        head = name
+        while "." in head:
+            head = head.rpartition(".")[0]
+            heads.add(head)
+    return heads
+
+
 def _bound_names(target: ast.AST) -> Iterator[str]:
-    """The names and dotted names a target binds, and the owners of the entries it stores into."""
-    for part in ast.walk(target):
-        name = _dotted(part) if type(part) in (ast.Name, ast.Attribute) else None
+    """The dotted names a target binds, and the owners of the entries it stores into (`d` of `d[k]`)."""
+    kind = type(target)
+    if kind is ast.Name or kind is ast.Attribute or kind is ast.Subscript:
+        name = _owner(target)
         if name is not None:
             yield name
+    elif kind is ast.Tuple or kind is ast.List:
+        for element in target.elts:
+            yield from _bound_names(element)
+    elif kind is ast.Starred:
+        yield from _bound_names(target.value)
 
 
 _BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)
@@ -1710,8 +1768,12 @@ class _Flow:
         owners: list[str] = []
         if type(func) is ast.Attribute:
             receiver = self._storage(func.value)
-            if method_alias_kind(func.attr) is not None or func.attr in _PASSING_METHODS:
-                found |= receiver | arguments
+            if func.attr in _PASSING_METHODS:
+                found |= receiver | arguments  # `d.get(k, default)`
+            elif method_alias_kind(func.attr) is not None and not _copies(node):
+                # `x.view(shape)`, `x.to(device)`: the receiver only; `np.transpose(x)`: a module's function
+                of_module = (_dotted(func.value) or "").partition(".")[0] in self.qualified
+                found |= receiver | arguments if of_module else receiver
             if func.attr in CONTAINER_MUTATORS:
                 owner = _owner(func.value)
                 if owner is not None:
@@ -1825,6 +1887,18 @@ def _passes_arguments(qualified: str) -> bool:
     if qualified in _PASSING_FUNCTIONS or _is_mapping(qualified):
         return True
     return qualified.startswith("torch.") and torch_function_alias_kind(qualified[len("torch.") :]) is not None
+
+
+def _copies(node: ast.Call) -> bool:
+    """`x.to(..., copy=True)`: a conversion the analysis takes for a copy (`analysis._call_method`)."""
+    func = node.func
+    return (
+        type(func) is ast.Attribute
+        and method_alias_kind(func.attr) is AliasKind.MAY_RETURN_SELF
+        and any(
+            k.arg == COPY_KEYWORD and type(k.value) is ast.Constant and k.value.value is True for k in node.keywords
+        )
+    )
 
 
 def _union(parts: Iterator[frozenset[Token]]) -> frozenset[Token]:
