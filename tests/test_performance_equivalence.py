@@ -323,6 +323,44 @@ def test_a_value_given_a_string_key_is_a_mapping() -> None:
     }
 
 
+# Captures (FAL005): where the triage tells a kept alias and the write changing it apart from others.
+CAPTURE_HEAD = "import torch\n\n\n"
+CAPTURE_CASES = {
+    # A conversion given `copy=True` copies; without it, it may return the tensor itself.
+    "to_with_copy": "def f(x, log):\n    loss = x.sum()\n    log.append(loss.to('cpu', copy=True))\n    loss *= 2\n    return loss\n",
+    "to_without_copy": "def f(x, log):\n    loss = x.sum()\n    log.append(loss.to('cpu', copy=False))\n    loss *= 2\n    return loss\n",
+    # What a conversion keeps is its receiver (a torch function's: its first argument), not the device.
+    "device_of_another": "def f(x, y, log):\n    log.append(y.to(x.device))\n    x.mul_(2)\n    return x\n",
+    "torch_function_argument": "def f(x, log):\n    log.append(torch.as_tensor(x))\n    x.mul_(2)\n    return x\n",
+    # A dotted name holds what is bound to it and to its attributes, not to its siblings.
+    "sibling_attribute": "def f(x, log):\n    box = Box()\n    box.last = x.detach()\n    log.append(box.other)\n    x.mul_(2)\n    return x\n",
+    "kept_attribute": "def f(x, log):\n    box = Box()\n    box.last = x.detach()\n    log.append(box.last)\n    x.mul_(2)\n    return x\n",
+    "kept_owner": "def f(x, log):\n    box = Box()\n    box.last = x.detach()\n    log.append(box)\n    x.mul_(2)\n    return x\n",
+    "attribute_of_kept": "def f(self, x):\n    k = x.detach()\n    self.history.append(k.T)\n    x.mul_(2)\n    return x\n",
+    # A subscript's key gives it no storage; its value does.
+    "kept_key": "def f(x, buf, log):\n    i = x.detach()\n    log.append(buf[i])\n    x.mul_(2)\n    return x\n",
+    "kept_view": "def f(x, log):\n    log.append(x.detach()[0])\n    x.mul_(2)\n    return x\n",
+    # An if's two branches never follow each other, unless a loop is around them.
+    "other_branch": "def f(x, log, c):\n    if c:\n        log.append(x.detach())\n    else:\n        x.mul_(2)\n    return x\n",
+    "elif_branch": "def f(x, log, c, d):\n    if c:\n        log.append(x.detach())\n    elif d:\n        x.mul_(2)\n    return x\n",
+    "other_branch_in_a_loop": "def f(x, log, cs):\n    for c in cs:\n        if c:\n            log.append(x.detach())\n        else:\n            x.mul_(2)\n    return x\n",
+    "after_the_if": "def f(x, log, c):\n    if c:\n        log.append(x.detach())\n    x.mul_(2)\n    return x\n",
+    "nested_def_in_other_branch": "def f(x, log, c):\n    if c:\n        log.append(x.detach())\n    else:\n        def g():\n            x.mul_(2)\n        g()\n    return x\n",
+}
+
+
+def test_captures_the_triage_rules_out_are_no_findings() -> None:
+    flagged = sorted(name for name, text in CAPTURE_CASES.items() if check_source(CAPTURE_HEAD + text))
+    assert flagged == [
+        "after_the_if", "attribute_of_kept", "kept_attribute", "kept_view", "other_branch_in_a_loop",
+        "to_without_copy", "torch_function_argument",
+    ]  # fmt: skip
+    dropped = sorted(name for name, text in CAPTURE_CASES.items() if triage.reduce_source(CAPTURE_HEAD + text) == [])
+    assert dropped == [
+        "device_of_another", "elif_branch", "kept_key", "nested_def_in_other_branch", "other_branch", "to_with_copy",
+    ]  # fmt: skip
+
+
 RECORD_HEAD = "import dataclasses\nimport torch\n\n\n@dataclasses.dataclass\nclass R:\n    lm: object = None\n\n\n"
 HANDED_OVER = "\n\ndef forward_step(data_iterator, model):\n    return model(next(data_iterator)), loss_func\n"
 RECORD_CASES = {
@@ -370,6 +408,7 @@ def _corpus_texts() -> list[tuple[str, str]]:
     texts += [(f"adversarial/{name}", text) for name, text in ADVERSARIAL.items()]
     texts += [(f"records/{name}", RECORD_HEAD + text) for name, text in RECORD_CASES.items()]
     texts += [(f"mappings/{name}", text) for name, text in MAPPING_CASES.items()]
+    texts += [(f"captures/{name}", CAPTURE_HEAD + text) for name, text in CAPTURE_CASES.items()]
     rng = random.Random(11)
     for serial in range(150):
         texts.append((f"synthetic/{serial}", synthetic_corpus.module_text(rng, rng.randint(3, 12), loss_share=0.5)))
