@@ -44,6 +44,7 @@ from __future__ import annotations
 import ast
 import collections
 import dataclasses
+import operator
 import os
 import re
 import warnings
@@ -53,6 +54,7 @@ from typing import NamedTuple
 from .aliasing import (
     CONTAINER_MUTATORS,
     COPY_KEYWORD,
+    KEEPING_KINDS,
     KEEPING_NAMES,
     MAPPING_CONSTRUCTORS,
     NUMBER_BUILTINS,
@@ -142,6 +144,7 @@ def _reduce_source(text: str, reached: frozenset[int], path: str, captures: bool
     imports = module_imports(tree)
     helpers = _Helpers(_Defs(tree, imports), path)
     mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
+    keeping_functions = _keeping_functions(imports)
     units = list(_units(tree.body))
     kept: list[tuple[int, int, int]] = []  # (first line, last line, column), 1-based lines
     spans: list[tuple[int, int]] = []
@@ -150,7 +153,7 @@ def _reduce_source(text: str, reached: frozenset[int], path: str, captures: bool
         spans.append((first, last))
         span = "".join(lines[first - 1 : last])
         if any(first <= line <= last for line in reached) or _unit_may_find(
-            unit, span, imports, helpers, mapping_names, captures
+            unit, span, imports, helpers, mapping_names, keeping_functions, captures
         ):
             if not _alone(lines, unit):
                 return None
@@ -745,6 +748,7 @@ def _unit_may_find(
     imports: frozenset[tuple[str, str]],
     helpers: _Helpers,
     mapping_names: frozenset[str],
+    keeping_functions: frozenset[str],
     captures: bool,
 ) -> bool:
     """Whether the analysis may find something in `unit` (its text `span`): a returned report sharing
@@ -752,7 +756,7 @@ def _unit_may_find(
     reports = ("lambda" in span or ("return" in span and _some_return_may_fit(unit.body))) and (
         _text_may_find(span, mapping_names) or any(_called_may_give(helpers.rough, span))
     )
-    keeping = captures and _KEEPING_CALL.search(span) is not None
+    keeping = captures and (_KEEPING_CALL.search(span) is not None or any(name in span for name in keeping_functions))
     method_writes = captures and (reports or keeping) and _calls_inplace_method(span)
     if not captures or not (method_writes or ((reports or keeping) and any(op in span for op in _AUGMENTED))):
         return reports and _flow_may_find(unit, imports, helpers)
@@ -768,9 +772,7 @@ def _unit_may_find(
             written = [node.target for node in flows.walk[0] if type(node) is ast.AugAssign]
             if not flows.may(lambda flow: flow.report_may_be_written(written, flows.walk[1])):
                 return False
-        found = _captures_and_writes(unit, imports)
-        if not reports:
-            found.reports.clear()
+        found = _captures_and_writes(unit, imports, keeping_functions, reports)
         if not found.written or not (found.kept or found.reports):
             return False
         return flows.may(lambda flow: flow.captured_may_be_written(found))
@@ -799,8 +801,9 @@ class _Captures:
     )  # what a return may be a report tuple's last element of
     written: list[ast.expr] = dataclasses.field(default_factory=list)  # `x` of `x op= v`, `x.mul_(v)`
     # What a kept alias may be made of (`captures._kept`): what a detach or a conversion is applied to in
-    # the unit. (A helper's summary detaching its argument is not followed here: a known gap.)
-    keeping: list[ast.expr] = dataclasses.field(default_factory=list)
+    # the unit, by the id of the call. (A helper's summary detaching its argument is not followed here:
+    # a known gap.)
+    keeping: dict[int, ast.expr] = dataclasses.field(default_factory=dict)
     # What is put into a container (a display's element, a stored entry, a mutator's or helper's
     # argument): `captures._written` marks a report's entries only once they are in one.
     entries: list[ast.expr] = dataclasses.field(default_factory=list)
@@ -818,7 +821,9 @@ class _Level(NamedTuple):
 _Where = tuple[_Level, ...]  # a node's place, from the unit's def down to its own
 
 
-_DISPLAYS = (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_DISPLAYS = frozenset(
+    {ast.Dict, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp}
+)
 
 
 def _display_elements(display: ast.expr) -> list[ast.expr | None]:
@@ -885,7 +890,20 @@ def _position(node: ast.AST) -> tuple[int, int]:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
-def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> _Captures:
+def _keeping_functions(imports: frozenset[tuple[str, str]]) -> frozenset[str]:
+    """The local names of the torch functions of the table that keep a value (`from torch import detach`)."""
+    return frozenset(
+        local
+        for local, full in imports
+        if full.startswith("torch.") and torch_function_alias_kind(full[len("torch.") :]) in KEEPING_KINDS
+    )
+
+
+def _captures_and_writes(
+    tree: ast.AST, imports: frozenset[tuple[str, str]], keeping_functions: frozenset[str], reports: bool
+) -> _Captures:
+    """What `tree` may capture and write in place; its returned reports' entries only if `reports`
+    (a return may be a report tuple)."""
     found = _Captures()
     keeping_calls: set[int] = set()
     bindings: list[tuple[list[ast.expr | None], ast.expr]] = []
@@ -910,6 +928,8 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             scope = context[0][-1].scope if kind in _FUNCTIONS and context[0] else context[1]
             _bind_names(node, bound.setdefault(scope, {}))
         if kind in _DISPLAYS:
+            if not reports:
+                continue
             for element in _display_elements(node):
                 if element is not None:
                     put(found.entries, element.value if type(element) is ast.Starred else element, node, context)
@@ -926,7 +946,12 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             root = (_dotted(func.value) or "").partition(".")[0] if attribute is not None else ""
             if attribute in KEEPING_NAMES and root not in modules - torch_names and not _copies(node):
                 # What is kept is the receiver's storage (`x.to(device)`), or a torch function's first argument.
-                found.keeping += node.args[:1] if root in torch_names else [func.value]
+                receiver = (node.args or [None])[0] if root in torch_names else func.value
+                if receiver is not None:
+                    found.keeping[id(node)] = receiver
+                keeping_calls.add(id(node))
+            elif type(func) is ast.Name and func.id in keeping_functions and node.args:
+                found.keeping[id(node)] = node.args[0]
                 keeping_calls.add(id(node))
             if attribute is not None and writes_in_place(attribute):
                 # `scf.for_(...)`: a function of an imported module, not a tensor's method.
@@ -934,13 +959,14 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
                     put(found.written, func.value, node, context)
             elif attribute in CONTAINER_MUTATORS:
                 for value in given:
-                    put(found.entries, value, node, context)
+                    if reports:
+                        put(found.entries, value, node, context)
                     put(found.kept, value, node, context)
                     stores.append((value, func.value, context[1]))
-            elif _helper_call(node) is not None or (_dotted(func) or "") in _CONTAINER_CONSTRUCTORS:
+            elif reports and (_helper_call(node) is not None or (_dotted(func) or "") in _CONTAINER_CONSTRUCTORS):
                 for value in given:  # a helper may put its arguments into what it returns
                     put(found.entries, value, node, context)
-        elif kind is ast.Return and node.value is not None:
+        elif kind is ast.Return and node.value is not None and reports:
             put(found.reports, node.value, node, context)
         elif kind is ast.Lambda or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             defs[id(node)] = node
@@ -956,7 +982,8 @@ def _captures_and_writes(tree: ast.AST, imports: frozenset[tuple[str, str]]) -> 
             for target in node.targets if kind is ast.Assign else ():
                 if type(target) not in (ast.Subscript, ast.Attribute):
                     continue
-                put(found.entries, node.value, node, context)
+                if reports:
+                    put(found.entries, node.value, node, context)
                 put(found.kept, node.value, node, context)
                 stores.append((node.value, target.value, context[1]))
                 key = target.slice if type(target) is ast.Subscript else None
@@ -1059,7 +1086,9 @@ def _bound_names(target: ast.AST) -> Iterator[str]:
         yield from _bound_names(target.value)
 
 
-_BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)
+_BINDINGS = frozenset(
+    {ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem}
+)
 _LAMBDA_SCOPES = (*_FUNCTIONS, ast.Lambda)
 # Values that are a new Python container or string: never a tensor, whatever `+=` does to them.
 _CONTAINER_VALUES = (
@@ -1571,15 +1600,20 @@ class _Flow:
             changed = _union(storage for storage, at in into_entries if _may_follow(where, at))
             if any(_overlap(self._storage(report), changed) for report in self._report_elements([returned])):
                 return True
-        keeping = _union(self._storage(call) for call in found.keeping)
-        if not _overlap(keeping, _union(storage for storage, _ in written)):
+        # A kept alias is the receiver's storage through the call: a value holds one only if it holds the
+        # call's own result (its node's token, or a part of it), and a write changes it only if it
+        # overlaps that receiver.
+        receivers = {call: self._storage(receiver) for call, receiver in found.keeping.items()}
+        if not _overlap(_union(iter(receivers.values())), _union(storage for storage, _ in written)):
             return False
-        return any(
-            _overlap(stored, keeping)
-            and _overlap(stored, changed_after(found.where[id(value)]))
-            and (id(value) not in found.stored_in or bool(self._eval(found.stored_in[id(value)]) & (D | S)))
-            for value, stored in zip(found.kept, map(self._storage, found.kept), strict=True)
-        )
+        for value in found.kept:
+            made = _union(receivers[named] for named in map(_named, self._storage(value)) if named in receivers)
+            owner = found.stored_in.get(id(value))  # `x[i] = v` keeps `v` only in a container
+            if _overlap(made, changed_after(found.where[id(value)])) and (
+                owner is None or bool(self._eval(owner) & (D | S))
+            ):
+                return True
+        return False
 
     def report_may_be_written(self, written: list[ast.expr], returned: list[ast.expr]) -> bool:
         """`captured_may_be_written` for report entries, in any order of writes and returns."""
@@ -1654,8 +1688,11 @@ class _Flow:
         elif kind is ast.AnnAssign or kind is ast.NamedExpr:
             if node.value is not None:
                 self._bind_storage(node.target, self._storage(node.value))
-        elif kind is ast.AugAssign:  # in place on a tensor, a new value on anything else
-            self._bind_storage(node.target, self._storage(node.target) | self._storage(node.value) | {id(node)})
+        elif kind is ast.AugAssign:  # in place on a tensor, a new value on a number, more elements on a list
+            tokens = self._storage(node.target) | {id(node)}
+            if self._eval(node.target) & (D | S | H):  # `analysis._exec_augassign`: only a container takes v's
+                tokens |= self._storage(node.value)
+            self._bind_storage(node.target, tokens)
         elif kind in (ast.For, ast.AsyncFor, ast.comprehension):
             self._bind_storage(node.target, self._storage(node.iter))
         elif kind is ast.withitem:
@@ -1792,8 +1829,8 @@ class _Flow:
         found |= self._store.get(nested, _NO_TOKENS)  # a nested def: what it returns
         passings = self.helpers.passing(*helper, self.depth) if self.helpers is not None else None
         receiver_owner = owners[:1]  # ["self"] for a method of `self`
-        bound = list(_bound_arguments(node, passings, bool(receiver_owner)))
-        reaching = [arg for arg, reaches in bound if reaches]
+        method = bool(receiver_owner)
+        reaching = [arg for arg, reaches in _bound_arguments(node, passings, method, _REACHING) if reaches]
         found |= _union(self._storage(arg) for arg in reaching)
         readers = [*receiver_owner] if passings is None or any(p.reads_self for p in passings) else []
         readers += [name for arg in reaching if (name := _dotted(arg))]
@@ -1808,9 +1845,12 @@ class _Flow:
                     found |= tokens
         if reaching and (self.helpers is None or self.helpers.flags(*helper, self.depth) & S):
             found.add(("call", id(node)))  # a display of the helper's, its elements from the arguments
-        if passings is None or any(p.writes for p in passings):
+        if passings is None or any(p.written for p in passings):
             given = arguments | {id(node)}
-            owners += [name for arg, _ in bound if (name := _dotted(arg))]
+            if method and passings is not None and not any(p.params[:1] and p.params[0] in p.written for p in passings):
+                owners.clear()  # `self` is not written
+            written = _bound_arguments(node, passings, method, _WRITTEN)
+            owners += [name for arg, writes in written if writes and (name := _dotted(arg))]
             self._mutated.update(owners)
             for owner in owners:
                 self._grow(self._store, owner, given)
@@ -1821,12 +1861,12 @@ class _Flow:
 @dataclasses.dataclass(frozen=True)
 class _Passing:
     """What one def does with its parameters, for `_Flow`'s storage: which of them its returns may
-    hold (or hold attributes of), and whether it writes into any of them (or rebinds one to a
-    container, which the analysis applies to the caller's argument too)."""
+    hold (or hold attributes of), and which it writes into (or rebinds to a container, which the
+    analysis applies to the caller's argument too: a summary's effects are per parameter)."""
 
     params: tuple[str, ...]  # in the order `analysis._parameters` binds them
     reaching: frozenset[str]
-    writes: bool
+    written: frozenset[str]
 
     @property
     def reads_self(self) -> bool:
@@ -1839,9 +1879,9 @@ class _Passing:
         assert flow._store is not None
         returned = _union(flow._storage(value) for value in flow.own_returns(node))
         reaching = frozenset(p for p in params if _holds(returned, p))
-        written = [*flow._store, *flow._mutated]
-        writes = any(name == p or name.startswith(p + ".") for name in written for p in params)
-        return cls(params, reaching, writes)
+        names = [*flow._store, *flow._mutated]
+        written = frozenset(p for p in params if any(name == p or name.startswith(p + ".") for name in names))
+        return cls(params, reaching, written)
 
 
 def _holds(tokens: frozenset[Token], name: str) -> bool:
@@ -1854,22 +1894,29 @@ def _holds(tokens: frozenset[Token], name: str) -> bool:
     return False
 
 
-def _bound_arguments(node: ast.Call, passings: list[_Passing] | None, method: bool) -> Iterator[tuple[ast.expr, bool]]:
-    """Each argument of a call, and whether some def it may call returns what it is bound to (as
-    `analysis._apply_summary` binds them: by position, by keyword; `*args` and `**kwargs` are not)."""
+_REACHING: Callable[[_Passing], frozenset[str]] = operator.attrgetter("reaching")
+_WRITTEN: Callable[[_Passing], frozenset[str]] = operator.attrgetter("written")
+
+
+def _bound_arguments(
+    node: ast.Call, passings: list[_Passing] | None, method: bool, which: Callable[[_Passing], frozenset[str]]
+) -> Iterator[tuple[ast.expr, bool]]:
+    """Each argument of a call, and whether it is bound to a parameter in `which` parameters of some
+    def it may call (as `analysis._apply_summary` binds them: by position, by keyword; `*args` and
+    `**kwargs` are not)."""
     for position, arg in enumerate(node.args):
         if type(arg) is ast.Starred:
             yield arg.value, passings is None  # not bound: the helper never sees it
             continue
-        yield arg, passings is None or any(_reaches(p, position + method, None) for p in passings)
+        yield arg, passings is None or any(_is_in(p, which(p), position + method, None) for p in passings)
     for keyword in node.keywords:
-        yield keyword.value, passings is None or any(_reaches(p, None, keyword.arg) for p in passings)
+        yield keyword.value, passings is None or any(_is_in(p, which(p), None, keyword.arg) for p in passings)
 
 
-def _reaches(passing: _Passing, position: int | None, keyword: str | None) -> bool:
+def _is_in(passing: _Passing, params: frozenset[str], position: int | None, keyword: str | None) -> bool:
     if position is not None:
-        return position >= len(passing.params) or passing.params[position] in passing.reaching
-    return keyword is None or keyword not in passing.params or keyword in passing.reaching
+        return position >= len(passing.params) or passing.params[position] in params
+    return keyword is None or keyword not in passing.params or keyword in params
 
 
 # An allocation site (node id), a name, ("*", owner): any attribute of it, ("seq", id): a display of

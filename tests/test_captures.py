@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from flux_alias_lint.lint import check_source
 
 ACCUMULATED = textwrap.dedent(
@@ -45,3 +47,32 @@ def test_an_entry_written_through_another_name_still_is():
     source = ACCUMULATED.replace("metrics_accum[k] += val", "metrics_accum[k] = val\n                    val *= 2")
     assert source != ACCUMULATED
     assert _captures(source) == ["report[...]"]
+
+
+REALLOCATED_IN_A_LOOP = textwrap.dedent(
+    """
+    import torch
+
+    HISTORY = []
+
+
+    def loss_func(output_tensor):
+        loss = output_tensor.sum() * 2.0
+        for _ in range(2):
+            HISTORY.append(loss.mul_(2.0).float())
+            loss = loss * 2.0
+        return loss, {"k": loss.detach().clone()}
+
+
+    def forward_step(data_iterator, model):
+        return model(next(data_iterator)), loss_func
+    """
+)
+
+
+@pytest.mark.xfail(strict=True, reason="one allocation site stands for every tensor a loop makes there (known gap)")
+def test_a_value_kept_in_one_pass_is_not_the_one_the_next_pass_writes():
+    """Each pass keeps `loss` and then rebinds it to a new tensor made at the same place: the next
+    pass's `mul_`, and Megatron's rescale of the last one, write tensors nothing kept (found by the
+    differential fuzz: executed, no kept value moves)."""
+    assert _captures(REALLOCATED_IN_A_LOOP) == []
