@@ -25,6 +25,13 @@ Three filters, each an over-approximation of the analysis in `analysis.py`:
    arguments it passes on or writes into, another module's read one def at a time, and only once
    the unit survives taking every imported helper to do anything.
 
+For FAL005 (captures), a unit whose text holds an in-place write (`op=`, a method named like
+`mul_`) and a capture (a detach or conversion, a returned report) is kept when some capture may
+hold storage a later write changes: `_captures_and_writes` finds both with their places
+(`_may_follow`: later, in a loop around both, never the other branch of an `if`), and
+`_Flow.captured_may_be_written` asks the flow's storage, where a kept value holds a detach's or a
+conversion's receiver only through that call's own result.
+
 The units that survive and the module's imports are handed to libcst alone, each line with the
 number it has in the file, so columns are unchanged and lines map back. A unit nested in a class
 or block gets an `if 1:` line above it (the analysis treats both the same: an empty environment).
@@ -1575,9 +1582,9 @@ class _Flow:
         return False
 
     def captured_may_be_written(self, found: _Captures) -> bool:
-        """Whether a capture may hold storage an in-place write changes: a report entry (a returned
-        name only if it may be a sequence), or a kept value that a detach, conversion or helper made
-        from that storage."""
+        """Whether a capture may hold storage a later in-place write changes: a report entry (a
+        returned name only if it may be a sequence), or a kept value holding the result of a detach
+        or conversion whose receiver that write changes."""
         self._settle()
         reports = [value for value in found.reports if self._returnable(value)]  # as `_report_elements`
         if not (reports or found.kept):
