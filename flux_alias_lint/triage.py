@@ -772,13 +772,16 @@ def _unit_may_find(
         if reports and flows.may(_Flow.may_find):
             return True
         # A capture an in-place write may change: kept values are made by a detach or a conversion,
-        # written report entries are in a returned dict.
-        if not keeping and not method_writes:
-            # Only report entries, only `x op= v` writes (the flow's own walk has them): first
-            # whether any write may reach any returned report, in any order.
-            written = [node.target for node in flows.walk[0] if type(node) is ast.AugAssign]
-            if not flows.may(lambda flow: flow.report_may_be_written(written, flows.walk[1])):
-                return False
+        # written report entries are in a returned dict. For the entries, first whether any write
+        # (`x op= v`, `x.mul_(v)`: the flow's own walk has them) may reach any returned report, in any
+        # order; the places of captures and writes are needed only then, or for a kept value.
+        if reports:
+            written = [node.target for node in flows.walk[0] if type(node) is ast.AugAssign] + flows.walk[5]
+            reports = flows.may(lambda flow: flow.report_may_be_written(written, flows.walk[1]))
+        # A kept value is given to a container's method or stored into an entry or an attribute.
+        keeping = keeping and any(_is_mutation(node) or _stores_into(node) for node in flows.walk[0])
+        if not reports and not keeping:
+            return False
         found = _captures_and_writes(unit, imports, keeping_functions, reports)
         if not found.written or not (found.kept or found.reports):
             return False
@@ -986,17 +989,17 @@ def _captures_and_writes(
                 value = node.context_expr
             if value is not None:
                 bindings.append((targets, value))
-            for target in node.targets if kind is ast.Assign else ():
-                if type(target) not in (ast.Subscript, ast.Attribute):
-                    continue
+            assigned = value is not None and (kind is ast.Assign or kind is ast.AnnAssign)
+            stored = list(_stored_into(targets)) if assigned else []
+            for target in stored:  # `x.a = v`, `x[k] = v`, `a, x.b = v` and `x.a: T = v` alike
                 if reports:
-                    put(found.entries, node.value, node, context)
-                put(found.kept, node.value, node, context)
-                stores.append((node.value, target.value, context[1]))
+                    put(found.entries, value, node, context)
+                put(found.kept, value, node, context)
+                stores.append((value, target.value, context[1]))
                 key = target.slice if type(target) is ast.Subscript else None
-                if key is not None and not (type(key) is ast.Constant and type(key.value) is str):
+                if len(stored) == 1 and key is not None and not (type(key) is ast.Constant and type(key.value) is str):
                     # `x[i] = v` keeps `v` only in a container (`analysis._store_item`): a tensor's is a write.
-                    found.stored_in[id(node.value)] = target.value
+                    found.stored_in[id(value)] = target.value
     if not found.written or not (found.kept or found.reports):
         return found
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
@@ -1052,6 +1055,26 @@ def _captures_and_writes(
     containers = {id(target) for target, scope in augmented if target.id in names_of(scope).containers}
     found.written = [target for target in found.written if id(target) not in containers]
     return found
+
+
+def _stores_into(node: ast.AST) -> bool:
+    """Whether an assignment stores into an attribute or an entry (`_captures_and_writes`' stores)."""
+    kind = type(node)
+    if kind is ast.Assign:
+        return any(True for _ in _stored_into(node.targets))
+    return kind is ast.AnnAssign and node.value is not None and any(True for _ in _stored_into([node.target]))
+
+
+def _stored_into(targets: list[ast.expr]) -> Iterator[ast.Attribute | ast.Subscript]:
+    """The attributes and entries an assignment stores into, inside tuple targets too."""
+    for target in targets:
+        kind = type(target)
+        if kind is ast.Attribute or kind is ast.Subscript:
+            yield target
+        elif kind is ast.Tuple or kind is ast.List:
+            yield from _stored_into(target.elts)
+        elif kind is ast.Starred:
+            yield from _stored_into([target.value])
 
 
 def _walk_storage(value: ast.AST) -> Iterator[ast.AST]:
@@ -1247,19 +1270,23 @@ def _is_mutation(node: ast.AST) -> bool:
 # it has a display of 2 or 3 elements (what a returned name may be a report tuple through), and
 # whether it makes a dict itself: a display or comprehension, a subscript store (on a number or
 # None, or with a string key: `_bind`), an `update` given a dict or keywords, a call of a method
-# named like a mapping constructor (`collections.OrderedDict`).
-Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call], bool, bool]
+# named like a mapping constructor (`collections.OrderedDict`); and what in-place methods write
+# (`x` of `x.mul_(k)`, for FAL005).
+Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call], bool, bool, list[ast.expr]]
 
 
 def _walk(tree: ast.AST) -> Walk:
     bindings: list[ast.AST] = []
     returns: list[ast.expr] = []
     calls: list[ast.Call] = []
+    written: list[ast.expr] = []
     display = makes_dict = False
     stack: list[ast.AST] = [tree]
     while stack:  # ast.walk, without its generator-per-node overhead, and not into leaves
         node = stack.pop()
         kind = type(node)
+        if kind is ast.Call and type(node.func) is ast.Attribute and writes_in_place(node.func.attr):
+            written.append(node.func.value)
         if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
             bindings.append(node)
             if kind is ast.Call and _updates_a_mapping(node):
@@ -1291,7 +1318,7 @@ def _walk(tree: ast.AST) -> Walk:
     # The walk meets statements about in reverse: in source order, the fixpoints settle sooner.
     bindings.reverse()
     calls.reverse()
-    return bindings, returns, calls, display, makes_dict
+    return bindings, returns, calls, display, makes_dict, written
 
 
 class _Flow:
@@ -1307,7 +1334,7 @@ class _Flow:
     ) -> None:
         self.helpers = helpers
         self.depth = depth  # how many summaries the analysis has open while it runs this code
-        self.bindings, self.returns, calls, self._has_display, self._makes_dict = walk or _walk(tree)
+        self.bindings, self.returns, calls, self._has_display, self._makes_dict, _ = walk or _walk(tree)
         self._named_calls = calls
         # the calls the analysis may summarise: their effects on arguments
         self.calls = [call for call in calls if _may_have_effects(call, helpers, depth)]

@@ -327,6 +327,9 @@ def test_a_value_given_a_string_key_is_a_mapping() -> None:
 CAPTURE_HEAD = "import torch\n\n\n"
 CAPTURE_CASES = {
     # A conversion given `copy=True` copies; without it, it may return the tensor itself.
+    # A store inside a tuple target or an annotated one is a capture too.
+    "tuple_target": "def f(self, x):\n    a, self.last = 1, x.detach()\n    x.mul_(2)\n    return x\n",
+    "annotated_target": "def f(self, x):\n    self.last: torch.Tensor = x.detach()\n    x.mul_(2)\n    return x\n",
     # A torch function of the table imported by name keeps its first argument too.
     "imported_torch_function": "from torch import as_tensor as keep\n\n\ndef f(x, log):\n    log.append(keep(x))\n    x.mul_(2)\n    return x\n",
     "to_with_copy": "def f(x, log):\n    loss = x.sum()\n    log.append(loss.to('cpu', copy=True))\n    loss *= 2\n    return loss\n",
@@ -354,8 +357,8 @@ CAPTURE_CASES = {
 def test_captures_the_triage_rules_out_are_no_findings() -> None:
     flagged = sorted(name for name, text in CAPTURE_CASES.items() if check_source(CAPTURE_HEAD + text))
     assert flagged == [
-        "after_the_if", "attribute_of_kept", "imported_torch_function", "kept_attribute", "kept_view", "other_branch_in_a_loop",
-        "to_without_copy", "torch_function_argument",
+        "after_the_if", "annotated_target", "attribute_of_kept", "imported_torch_function", "kept_attribute", "kept_view", "other_branch_in_a_loop",
+        "to_without_copy", "torch_function_argument", "tuple_target",
     ]  # fmt: skip
     dropped = sorted(name for name, text in CAPTURE_CASES.items() if triage.reduce_source(CAPTURE_HEAD + text) == [])
     assert dropped == [
