@@ -884,23 +884,26 @@ class ProjectIndex:
         loss_fn(**kwargs)`, then `return loss, metrics`, or a report it `.update`s with `metrics`): that
         function is reached too, and so on down (`handoffs.DELEGATED`). Found from this file's own
         evidence, as patches are."""
-        evidence = self.evidence[path]
-        seen: dict[Key, Reach] = {}
-        at = 0
-        while at < len(evidence):  # grows as callees are reached
-            key, reach = evidence[at]
-            at += 1
-            if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
-                continue
-            seen[key] = reach
-            found = self._function_at(key)
-            if found is None:
-                continue
-            module, scope, function = found
+        # The evidence grows as callees are reached: the iteration meets what it adds.
+        for reach, module, scope, function in self._reached_functions(self.evidence[path]):
             for assign in _returned_unpacked(function):
                 step = self._step(module, assign, f"its (loss, report) is returned by {function.name}")
                 for target_module, target in self._resolve(module, [*scope, function], assign.value.func):
                     self._reach(target_module.path, target, dataclasses.replace(reach, steps=(step, *reach.steps)))
+
+    def _reached_functions(
+        self, evidence: Iterable[tuple[Key, Reach]]
+    ) -> Iterator[tuple[Reach, _Module, list[ast.AST], ast.AST]]:
+        """Each reached function of `evidence` with its strongest reach so far, once per reach that is
+        stronger than the one before (a whole return is not followed on)."""
+        seen: dict[Key, Reach] = {}
+        for key, reach in evidence:
+            if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
+                continue
+            seen[key] = reach
+            found = self._function_at(key)
+            if found is not None:
+                yield reach, *found
 
     def _function_at(self, key: Key) -> tuple[_Module, list[ast.AST], ast.AST] | None:
         """The module, the enclosing scopes and the function a reach's key (path, def line) names."""
@@ -913,15 +916,8 @@ class ProjectIndex:
         returns (`loss = process_output_fn(output, inputs)`, then `return loss, {}`): the functions that
         enclosing function's callers pass for it return the loss itself (`handoffs.RETURNED_AS_THE_LOSS`).
         Found from this file's own evidence, as patches are."""
-        seen: dict[Key, Reach] = {}
-        for key, reach in list(self.evidence[path]):  # what this adds returns its loss whole: not followed on
-            if reach.whole_return or (key in seen and not _stronger(reach, seen[key])):
-                continue
-            seen[key] = reach
-            found = self._function_at(key)
-            if found is None:
-                continue
-            module, scope, function = found
+        # What this adds returns its loss whole, which is not followed on: the evidence as it is now.
+        for reach, module, scope, function in self._reached_functions(list(self.evidence[path])):
             for call, owner in _loss_from_a_parameter(function, scope):
                 assert isinstance(call.func, ast.Name)
                 step = self._step(module, call, f"its result is returned as the loss by {function.name}")

@@ -776,10 +776,11 @@ def _unit_may_find(
         # (`x op= v`, `x.mul_(v)`: the flow's own walk has them) may reach any returned report, in any
         # order; the places of captures and writes are needed only then, or for a kept value.
         if reports:
-            written = [node.target for node in flows.walk[0] if type(node) is ast.AugAssign] + flows.walk[5]
-            reports = flows.may(lambda flow: flow.report_may_be_written(written, flows.walk[1]))
+            walk = flows.walk
+            written = [node.target for node in walk.bindings if type(node) is ast.AugAssign] + walk.written
+            reports = flows.may(lambda flow: flow.report_may_be_written(written, walk.returns))
         # A kept value is given to a container's method or stored into an entry or an attribute.
-        keeping = keeping and any(_is_mutation(node) or _stores_into(node) for node in flows.walk[0])
+        keeping = keeping and any(_is_mutation(node) or _assigned_into(node) for node in flows.walk.bindings)
         if not reports and not keeping:
             return False
         found = _captures_and_writes(unit, imports, keeping_functions, reports)
@@ -964,8 +965,7 @@ def _captures_and_writes(
                 found.keeping[id(node)] = node.args[0]
                 keeping_calls.add(id(node))
             if attribute is not None and writes_in_place(attribute):
-                # `scf.for_(...)`: a function of an imported module, not a tensor's method.
-                if (_dotted(func.value) or "").partition(".")[0] not in modules:
+                if root not in modules:  # `scf.for_(...)`: a function of an imported module, not a tensor's method
                     put(found.written, func.value, node, context)
             elif attribute in CONTAINER_MUTATORS:
                 for value in given:
@@ -989,8 +989,7 @@ def _captures_and_writes(
                 value = node.context_expr
             if value is not None:
                 bindings.append((targets, value))
-            assigned = value is not None and (kind is ast.Assign or kind is ast.AnnAssign)
-            stored = list(_stored_into(targets)) if assigned else []
+            stored = _assigned_into(node)
             for target in stored:  # `x.a = v`, `x[k] = v`, `a, x.b = v` and `x.a: T = v` alike
                 if reports:
                     put(found.entries, value, node, context)
@@ -1057,12 +1056,12 @@ def _captures_and_writes(
     return found
 
 
-def _stores_into(node: ast.AST) -> bool:
-    """Whether an assignment stores into an attribute or an entry (`_captures_and_writes`' stores)."""
+def _assigned_into(node: ast.AST) -> list[ast.Attribute | ast.Subscript]:
+    """The attributes and entries an assignment (`=`, or an annotated one with a value) stores into."""
     kind = type(node)
     if kind is ast.Assign:
-        return any(True for _ in _stored_into(node.targets))
-    return kind is ast.AnnAssign and node.value is not None and any(True for _ in _stored_into([node.target]))
+        return list(_stored_into(node.targets))
+    return list(_stored_into([node.target])) if kind is ast.AnnAssign and node.value is not None else []
 
 
 def _stored_into(targets: list[ast.expr]) -> Iterator[ast.Attribute | ast.Subscript]:
@@ -1119,7 +1118,6 @@ def _bound_names(target: ast.AST) -> Iterator[str]:
 _BINDINGS = frozenset(
     {ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem}
 )
-_LAMBDA_SCOPES = (*_FUNCTIONS, ast.Lambda)
 # Values that are a new Python container or string: never a tensor, whatever `+=` does to them.
 _CONTAINER_VALUES = (
     ast.Dict, ast.List, ast.Set, ast.Tuple, ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.JoinedStr,
@@ -1272,7 +1270,13 @@ def _is_mutation(node: ast.AST) -> bool:
 # None, or with a string key: `_bind`), an `update` given a dict or keywords, a call of a method
 # named like a mapping constructor (`collections.OrderedDict`); and what in-place methods write
 # (`x` of `x.mul_(k)`, for FAL005).
-Walk = tuple[list[ast.AST], list[ast.expr], list[ast.Call], bool, bool, list[ast.expr]]
+class Walk(NamedTuple):
+    bindings: list[ast.AST]
+    returns: list[ast.expr]
+    calls: list[ast.Call]
+    display: bool
+    makes_dict: bool
+    written: list[ast.expr]
 
 
 def _walk(tree: ast.AST) -> Walk:
@@ -1318,7 +1322,7 @@ def _walk(tree: ast.AST) -> Walk:
     # The walk meets statements about in reverse: in source order, the fixpoints settle sooner.
     bindings.reverse()
     calls.reverse()
-    return bindings, returns, calls, display, makes_dict, written
+    return Walk(bindings, returns, calls, display, makes_dict, written)
 
 
 class _Flow:
@@ -1881,7 +1885,7 @@ class _Flow:
             found.add(("call", id(node)))  # a display of the helper's, its elements from the arguments
         if passings is None or any(p.written for p in passings):
             given = arguments | {id(node)}
-            if method and passings is not None and not any(p.params[:1] and p.params[0] in p.written for p in passings):
+            if method and passings is not None and not any(p.writes_self for p in passings):
                 owners.clear()  # `self` is not written
             written = _bound_arguments(node, passings, method, _WRITTEN)
             owners += [name for arg, writes in written if writes and (name := _dotted(arg))]
@@ -1905,6 +1909,10 @@ class _Passing:
     @property
     def reads_self(self) -> bool:
         return bool(self.params) and self.params[0] in self.reaching
+
+    @property
+    def writes_self(self) -> bool:
+        return bool(self.params) and self.params[0] in self.written
 
     @classmethod
     def of(cls, node: ast.FunctionDef | ast.AsyncFunctionDef, flow: _Flow) -> _Passing:
