@@ -36,8 +36,20 @@ def record(tree: Path) -> dict[str, object]:
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
-            cli.main(["check", str(tree), "--no-cache", "--exit-zero", "--jobs", "1", "--unreached", "error",
-                      "--output-format", "json"])
+            cli.main(
+                [
+                    "check",
+                    str(tree),
+                    "--no-cache",
+                    "--exit-zero",
+                    "--jobs",
+                    "1",
+                    "--unreached",
+                    "error",
+                    "--output-format",
+                    "json",
+                ]
+            )
     except SystemExit:
         pass
     finally:

@@ -22,15 +22,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
-from .aliasing import (
+from .captures import CAPTURED, WRITTEN, CaptureTracking
+from .evidence import Declared, declared, declared_returns_of, declares_no_count
+from .facts.policy import SUMMARY_DEPTH
+from .facts.storage import CONTAINER_EVIDENCE, CONTAINER_MUTATORS, MAPPING_CONSTRUCTORS, NUMBER_BUILTINS
+from .facts.tensor_ops import (
     AMBIGUOUS_METHODS,
     ARRAY_METHODS,
-    CONTAINER_MUTATORS,
     COPY_KEYWORD,
     DTYPE_OF_METHOD,
-    MAPPING_CONSTRUCTORS,
-    NUMBER_BUILTINS,
     NUMBER_METHODS,
+    NUMBER_WITHOUT_ARGUMENTS,
     TORCH_DTYPES,
     AliasKind,
     attribute_alias_kind,
@@ -39,11 +41,8 @@ from .aliasing import (
     torch_function_alias_kind,
     writes_in_place,
 )
-from .captures import CAPTURED, WRITTEN, CaptureTracking
-from .evidence import Declared, declared, declared_returns_of, declares_no_count
 from .library import Definition, Library
 from .rules import CODE_FOR_KIND
-from .triage import SUMMARY_DEPTH  # how deep library summaries nest (the triage mirrors it)
 from .values import (
     _SEVERITY,
     IMMUTABLE,
@@ -101,10 +100,6 @@ class Summary:
     node: cst.FunctionDef
     returns: Val
     effects: dict[str, Val]
-
-
-# Methods that show a helper's parameter is a container, not a tensor.
-_MAPPING_METHODS = CONTAINER_MUTATORS | {"get", "items", "values"}
 
 
 def _constant_index(node: cst.BaseExpression) -> int | str | None:
@@ -1309,7 +1304,7 @@ class ModuleAnalysis(CaptureTracking):
             self._capture_arguments(func, name, receiver, positional, keywords, node, env)
         if not receiver.container and name in CONTAINER_MUTATORS and self._is_tracked_entry(func.value, env):
             receiver = Val(container="dict" if name in ("update", "setdefault") else "seq")  # a defaultdict's new entry
-        if not receiver.container and name in _MAPPING_METHODS and self._is_summarised_parameter(receiver):
+        if not receiver.container and name in CONTAINER_EVIDENCE and self._is_summarised_parameter(receiver):
             receiver = _as_mapping(receiver)  # a helper's `report` or `metrics`: a dict until shown otherwise
         if not receiver.container and receiver.aliases and _updates_a_mapping(node):
             receiver = _as_mapping(receiver)  # `metric.update({"lm": ...})`, `metric.update(lm=...)`
@@ -1322,7 +1317,7 @@ class ModuleAnalysis(CaptureTracking):
         if writes_in_place(name) and not of_module:  # `scf.for_(...)`: a function of a module
             self._written(receiver, node, env)
         # `.item()`, `.tolist()`, `.type()` (a str), and any method of a str/int/float (`text.partition(...)`).
-        if name in NUMBER_METHODS or name == "tolist" or receiver.immutable or (name == "type" and not node.args):
+        if name in NUMBER_METHODS or receiver.immutable or (name in NUMBER_WITHOUT_ARGUMENTS and not node.args):
             return IMMUTABLE
         kind = method_alias_kind(name)
         if name in ARRAY_METHODS and receiver.aliases:  # the copy must go before `.numpy()`: keep the receiver's entry

@@ -22,7 +22,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from .aliasing import DETACH_ATTRIBUTES, KEEPING_KINDS, AliasKind
+from .facts.reports import KEEPING_KINDS
+from .facts.tensor_ops import DETACH_ATTRIBUTES, AliasKind
 from .rules import CAPTURE_CODE
 from .values import (
     Alias,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .aliasing import AliasKind
+from .facts.tensor_ops import AliasKind
 
 
 @dataclasses.dataclass(frozen=True)

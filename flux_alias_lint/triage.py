@@ -58,21 +58,21 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from .aliasing import (
-    CONTAINER_MUTATORS,
+from .evidence import Declared, declared
+from .facts.policy import SUMMARY_DEPTH
+from .facts.policy import summarisable as policy_summarisable
+from .facts.reports import KEEPING_KINDS, KEEPING_NAMES
+from .facts.storage import CONTAINER_MUTATORS, MAPPING_CONSTRUCTORS, NUMBER_BUILTINS
+from .facts.tensor_ops import (
     COPY_KEYWORD,
-    KEEPING_KINDS,
-    KEEPING_NAMES,
-    MAPPING_CONSTRUCTORS,
-    NUMBER_BUILTINS,
     NUMBER_METHODS,
+    NUMBER_WITHOUT_ARGUMENTS,
     AliasKind,
     attribute_alias_kind,
     method_alias_kind,
     torch_function_alias_kind,
     writes_in_place,
 )
-from .evidence import Declared, declared
 from .project import find_module
 
 # Triage on/off: tests switch it off to compare against the full analysis.
@@ -327,18 +327,12 @@ def module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
-# Which calls the analysis summarises (`analysis._call_summarised`, `library.Library`): a def nested
-# in the function (always), else, while fewer than `SUMMARY_DEPTH` summaries are open, a module-level
-# function of the file or of the project module it is imported from, or a method of `self`, if it is
-# not async and shorter than `SUMMARY_LINES` lines (longer ones are training loops, not helpers).
-SUMMARY_DEPTH = 2
-SUMMARY_LINES = 80
-
 Def = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def summarisable(node: Def) -> bool:
-    return not isinstance(node, ast.AsyncFunctionDef) and (node.end_lineno or node.lineno) - node.lineno < SUMMARY_LINES
+    """`facts.policy.summarisable` of an `ast` def: whether the analysis summarises its calls."""
+    return policy_summarisable(node.lineno, node.end_lineno or node.lineno, isinstance(node, ast.AsyncFunctionDef))
 
 
 class _Defs:
@@ -1585,7 +1579,7 @@ class _Flow:
                 else:
                     flags |= M
             no_arguments = not node.args and not node.keywords
-            if method in NUMBER_METHODS or method == "tolist" or (method == "type" and no_arguments) or receiver & M:
+            if method in NUMBER_METHODS or (method in NUMBER_WITHOUT_ARGUMENTS and no_arguments) or receiver & M:
                 flags |= M
         return flags
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from .aliasing import AliasKind
+from .facts.tensor_ops import AliasKind
 
 # A storage token: a root (an allocation site, a parameter, a free name) plus the
 # constant indices taken from it. ``x[0]`` and ``x[1]`` never overlap; ``x`` and ``x[0]`` do.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from flux_alias_lint.aliasing import (
+from flux_alias_lint.facts.tensor_ops import (
     DETACH_ATTRIBUTES,
     DETACH_METHODS,
     DTYPE_OF_METHOD,

@@ -501,7 +501,7 @@ def test_a_piece_libcst_rejects_means_the_whole_file(monkeypatch: pytest.MonkeyP
 
 def test_triage_mirrors_the_analysis_it_approximates() -> None:
     """A new expression handler in the analysis must be taught to `triage._Flow` (mapping constructors
-    and container mutators are shared: both read `aliasing.MAPPING_CONSTRUCTORS`, `CONTAINER_MUTATORS`)."""
+    and container mutators are shared: both read `facts.storage.MAPPING_CONSTRUCTORS`, `CONTAINER_MUTATORS`)."""
     from flux_alias_lint import analysis
 
     handlers = {name for name in vars(analysis.ModuleAnalysis) if name.startswith("_eval_")}

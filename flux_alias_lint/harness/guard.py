@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar, overload
 
-from ..aliasing import AliasKind
+from ..facts.tensor_ops import AliasKind
 from ..rules import CODE_FOR_KIND, RULES
 from ._deps import require_torch
 from .report import render_path, report_tensors

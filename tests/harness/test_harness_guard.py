@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from flux_alias_lint.aliasing import AliasKind
+from flux_alias_lint.facts.tensor_ops import AliasKind
 from flux_alias_lint.harness import (
     ReportAliasError,
     ReportAliasWarning,

@@ -117,14 +117,6 @@ TORCH_FUNCTIONS: dict[str, AliasKind] = {
     **{name: AliasKind.VIEW for name in (VIEW_METHODS - _METHOD_ONLY_VIEWS) | _FUNCTION_ONLY_VIEWS},
 }
 
-# The operations code applies to keep a value for later (a metric, a log line): a detach or a conversion
-# (`.detach()`, `.cpu()`, `.float()`, `torch.as_tensor`). `.data` and views share storage on purpose
-# (a buffer and its parts), and are no such sign (`captures.py`).
-KEEPING_KINDS: frozenset[AliasKind] = frozenset({AliasKind.DETACH, AliasKind.MAY_RETURN_SELF})
-KEEPING_NAMES: frozenset[str] = (
-    DETACH_METHODS | MAY_RETURN_SELF_METHODS | {name for name, kind in TORCH_FUNCTIONS.items() if kind in KEEPING_KINDS}
-)
-
 # The dtype a conversion method produces, where the method name fixes it.
 DTYPE_OF_METHOD: dict[str, str] = {
     "float": "float32",
@@ -154,18 +146,10 @@ TORCH_DTYPES: dict[str, str] = {
 }
 
 # Methods and builtins whose result is a Python number (immutable: never aliased).
-NUMBER_METHODS: frozenset[str] = frozenset({"item", "numel", "dim", "ndimension", "nelement", "element_size"})
-# (`abs`, `sum`, `round` of a tensor are tensors; `max`/`min` return one of their arguments.)
-NUMBER_BUILTINS: frozenset[str] = frozenset({"int", "float", "len", "bool"})
-
-# Callables that make a dict: what a report can be built with besides `{...}`.
-MAPPING_CONSTRUCTORS: frozenset[str] = frozenset(
-    {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict"}
-)
-# Methods that put their arguments into the container they are called on (`report.update({...})`).
-CONTAINER_MUTATORS: frozenset[str] = frozenset({"append", "extend", "insert", "update", "setdefault"})
-
-
+# (`tolist` gives Python numbers in lists.)
+NUMBER_METHODS: frozenset[str] = frozenset({"item", "numel", "dim", "ndimension", "nelement", "element_size", "tolist"})
+# Methods that give a Python value (a str) when called with no arguments: `x.type()`.
+NUMBER_WITHOUT_ARGUMENTS: frozenset[str] = frozenset({"type"})
 # Methods only a `torch.Tensor` has (numpy, str, list and dict have none of them): a value one of
 # them was called on, or that one of them made, is a tensor in any module. In a module that imports
 # torch, any call or arithmetic on a value that may be a tensor counts too (see `analysis.py`).
