@@ -1,0 +1,50 @@
+"""Cold `check` CPU of two checkouts of flux-alias-lint on the same trees, runs alternated.
+
+    python bench/versus.py /path/to/old-checkout /path/to/new-checkout /work/trees/NeMo ... --runs 4
+
+Each run is `python -m flux_alias_lint check TREE --no-cache --exit-zero --quiet` with the checkout
+first on the path; its CPU is user + system of the process tree (workers included). The runs of
+the two checkouts alternate so that load on the machine hits both alike; the table shows medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def cpu_of_run(checkout: Path, tree: Path) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = [sys.executable, "-m", "flux_alias_lint", "check", str(tree), "--no-cache", "--exit-zero", "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, cwd=checkout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path)
+    parser.add_argument("trees", nargs="+", type=Path)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    print(f"| tree | {args.old.name} (s) | {args.new.name} (s) | change |")
+    print("| --- | ---: | ---: | ---: |")
+    for tree in args.trees:
+        old: list[float] = []
+        new: list[float] = []
+        for _ in range(args.runs):
+            old.append(cpu_of_run(args.old, tree))
+            new.append(cpu_of_run(args.new, tree))
+        a, b = statistics.median(old), statistics.median(new)
+        print(f"| {tree.name} | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
