@@ -35,9 +35,9 @@ from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
 from .progress import phase, progress_wanted, run_summary, track
 from .project import ProjectIndex, Reaches
-from .rules import RULES
+from .rules import RULES, UNCHECKED
 from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked, write_fix
-from .selection import UNCHECKED, UNREACHED_MODES, Layer, Selection
+from .selection import UNREACHED_MODES, Layer, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode, read_bytes
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

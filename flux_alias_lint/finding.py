@@ -5,19 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from .project import UNREACHED, Step
-from .selection import DEFAULT_UNREACHED
 
+# A finding's severity, as its rule's verdict gives it (`rules/_base.py`).
 ERROR = "error"
 WARNING = "warning"
-
-
-def severity_for(context: str, unreached: str = DEFAULT_UNREACHED) -> str | None:
-    """A proven context (Megatron, an in-place caller) and an unchecked file (FAL000, no context) are
-    errors; a finding nothing is known to rescale is a hazard, not yet a bug: a warning unless
-    `unreached` says "error", hidden (None) where it says "ignore"."""
-    if context != UNREACHED:
-        return ERROR
-    return {"warn": WARNING, "error": ERROR, "ignore": None}[unreached]
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -46,7 +37,7 @@ class Finding:
     # rescales (empty when unreached).
     context: str = dataclasses.field(default=UNREACHED, compare=False)
     reached_by: tuple[Step, ...] = dataclasses.field(default=(), compare=False)
-    # "error" or "warning" (`severity_for`): only errors fail the run.
+    # "error" or "warning" (its rule's verdict): only errors fail the run.
     severity: str = dataclasses.field(default=ERROR, compare=False)
 
     def to_dict(self) -> dict[str, object]:

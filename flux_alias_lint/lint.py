@@ -12,63 +12,16 @@ from typing import TypeVar
 import libcst as cst
 
 from .analysis import RawFinding, analyze_module
-from .finding import Finding, severity_for
+from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
-from .project import IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, UNREACHED_REACH, ProjectIndex, Reach, Step
-from .rules import CAPTURE_CODE, RULES
+from .project import UNREACHED_REACH, ProjectIndex, Reach, Step
+from .rules import ANALYSIS_RULES, CAPTURE_CODE, RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
 from .triage import Reduced, reduce_source
-
-_RELATION = {
-    "FAL001": "is a detached alias of",
-    "FAL002": "is",
-    "FAL003": "is a view of",
-    "FAL004": "may alias",
-}
-
-
-def _message(raw: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None = None) -> str:
-    """One line: what the entry is, what will happen to it at run time, and the rule that explains it.
-    `write`: for FAL005, the in-place write in the function and its line (None: the returned loss's rescale)."""
-    expression = _shortened(expression)
-    if raw.code == CAPTURE_CODE and write is not None:
-        what = (
-            f"{raw.report_path} = `{expression}` is changed by the in-place `{_shortened(write[0])}` at line {write[1]}"
-        )
-        consequence = "the kept value is then the one after the write, not the one it was kept to show"
-    elif raw.code == CAPTURE_CODE:
-        what = f"{raw.report_path} = `{expression}` shares storage with the returned loss `{raw.backprop}`"
-        consequence = _consequence(reach)
-    else:
-        what = f"{raw.report_path} = `{expression}` {_RELATION[raw.code]} the backprop tensor `{raw.backprop}`"
-        consequence = _consequence(reach)
-    return f"{what}; {consequence} (flux-alias-lint rule {raw.code})"
-
-
-def _consequence(reach: Reach) -> str:
-    """What happens to the entry at run time, by who rescales the loss."""
-    if reach.context == MEGATRON:
-        return "Megatron divides it in place by num_microbatches after this function returns, so the logged value is divided too"
-    if reach.context == IN_PLACE_CALLER:
-        caller = reach.steps[-1]
-        return (
-            f"the caller at {caller.path}:{caller.line} rescales it in place after this function returns, "
-            "so the reported value changes too"
-        )
-    return (
-        "an in-place rescale of it after this function returns (as Megatron's schedule does; none is seen in this "
-        "project) would change the reported value too"
-    )
-
-
-def _shortened(expression: str) -> str:
-    if len(expression) > 28 or "\n" in expression:
-        return expression.replace("\n", " ")[:25] + "..."
-    return expression
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,9 +201,8 @@ def _analyze_parsed(
         reach = context.reaches.get(def_line, UNREACHED_REACH)
         if reach.whole_return != raw.whole_return:  # the value rescaled is not the one this finding is about
             reach = UNREACHED_REACH
-        if raw.write is not None and reach.context == UNREACHED:
-            reach = Reach(IN_FUNCTION, ())  # the writer is shown in the function: a bug whoever calls it
-        severity = severity_for(reach.context, selection.unreached)
+        rule = ANALYSIS_RULES[raw.code]
+        reach, severity = rule.verdict(raw, reach, selection.unreached)
         if (raw.proof_needed and not reach.steps) or severity is None:  # None: hidden, and so never fixed
             continue
         if is_suppressed(suppressions, raw.code, (start_line, end_line)):
@@ -271,7 +223,7 @@ def _analyze_parsed(
             end_line=end_line,
             end_column=end_column + 1,
             code=raw.code,
-            message=_message(raw, module.code_for_node(raw.entry), reach, write),
+            message=rule.message(raw, module.code_for_node(raw.entry), reach, write),
             fixable=raw.fixable,
             report_path=raw.report_path,
             backprop=raw.backprop,

@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO, TypeVar
 
+from .rules import UNCHECKED
 from .runner import FileResult
-from .selection import UNCHECKED
 
 T = TypeVar("T")
 

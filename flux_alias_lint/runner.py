@@ -7,7 +7,6 @@ import dataclasses
 import difflib
 import enum
 import os
-import re
 import signal
 import stat
 import tempfile
@@ -17,8 +16,8 @@ from collections.abc import Callable, Iterator
 
 from .finding import Finding
 from .project import Reaches
-from .rules import CAPTURE_CODE
-from .selection import UNCHECKED, Selection
+from .rules import CAPTURE_CODE, INVALID_SYNTAX, UNCHECKED
+from .selection import Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes
 from .triage import reduce_source
 
@@ -45,9 +44,6 @@ class FileResult:
     cacheable: bool = True  # False: the outcome depends on the run (a time limit), not on the file
 
 
-# Where a reason says the problem is: "syntax error at 3:7: ...", "(byte 0xe9 on line 2)".
-_AT = re.compile(r" at (\d+):(\d+)")
-_ON_LINE = re.compile(r" on line (\d+)")
 # How fixing (not checking) fails: the file's findings are still reported.
 _REFUSALS = ("fix refused", "cannot write the fix")
 
@@ -56,12 +52,7 @@ def unchecked(error: SourceError, selection: Selection) -> FileResult:
     """A file that could not be read, decoded or parsed, as a FAL000 finding (none if deselected)."""
     if not selection.enabled(UNCHECKED):
         return FileResult(error.path)
-    at, on_line = _AT.search(error.reason), _ON_LINE.search(error.reason)
-    line, column = (int(at[1]), int(at[2])) if at else (int(on_line[1]), 1) if on_line else (1, 1)
-    message = _AT.sub("", error.reason, count=1)
-    # No context: whoever calls the file's functions, nothing in it was checked (and it always fails the run).
-    finding = Finding(error.path, line, column, line, column, UNCHECKED, message, fixable=False, context="")
-    return FileResult(error.path, [finding])
+    return FileResult(error.path, [INVALID_SYNTAX.finding(error)])
 
 
 @dataclasses.dataclass(frozen=True)

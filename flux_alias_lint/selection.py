@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-# A file that cannot be read, decoded or parsed. Like ruff's `invalid-syntax` it is reported
-# whatever is selected: only an ignore that names it exactly turns it off.
-UNCHECKED = "FAL000"
+from .rules import UNCHECKED
+
 # What `unreached` (config and --unreached) may say of findings nothing is known to rescale.
 UNREACHED_MODES = ("warn", "error", "ignore")
 DEFAULT_UNREACHED = "warn"
@@ -24,7 +23,7 @@ class Selection:
     # libcst instead of being a syntax error. Part of the settings, so the cache keys on it too.
     target_version: tuple[int, int] | None = None
     # Findings nothing is known to rescale: warnings ("warn"), errors, or hidden and left unfixed
-    # ("ignore"); see `finding.severity_for`.
+    # ("ignore"); see `rules._base.severity`.
     unreached: str = DEFAULT_UNREACHED
 
     def enabled(self, code: str) -> bool:

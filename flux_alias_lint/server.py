@@ -34,8 +34,9 @@ from .lint import check_text, fix_text
 from .noqa import comment_lines, noqa_line, with_noqa
 from .output import context_note
 from .project import ProjectIndex, Reaches, project_root
+from .rules import UNCHECKED
 from .runner import unchecked
-from .selection import UNCHECKED, Selection
+from .selection import Selection
 from .source import SourceError, SourceFile
 
 NAME = "flux-alias-lint"

@@ -37,6 +37,7 @@ from flux_alias_lint.analysis import render_path
 from flux_alias_lint.harness import megatron_rescale
 from flux_alias_lint.harness.captures import CaptureWatch
 from flux_alias_lint.lint import check_source, fix_source
+from flux_alias_lint.rules import CAPTURE_CODE
 
 Shape = tuple[int, ...]
 SCALAR: Shape = ()
@@ -487,8 +488,8 @@ class Verdict:
 def compare(source: str, flags: int, loops: int) -> Verdict:
     findings = check_source(source)
     # The report's entries against Megatron's rescale (FAL001-FAL004); FAL005 against the watched captures.
-    flagged = frozenset(f.report_path for f in findings if f.code != "FAL005")
-    captures = frozenset(f.report_path for f in findings if f.code == "FAL005")
+    flagged = frozenset(f.report_path for f in findings if f.code != CAPTURE_CODE)
+    captures = frozenset(f.report_path for f in findings if f.code == CAPTURE_CODE)
     runs = run_all(source, flags, loops)
     moved = frozenset().union(*(r.moved for r in runs))
     captured = frozenset().union(*(r.captured for r in runs))

@@ -26,17 +26,19 @@ import tokenize
 import pytest
 
 import flux_alias_lint
+from flux_alias_lint.rules import ANALYSIS_RULES, CAPTURE_CODE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
-# A context other than "unreached" (see flux_alias_lint/project.py) ends the line.
+# The code is one the analysis reports (the registry's); a context other than "unreached" (see
+# flux_alias_lint/project.py) ends the line.
 # FAL005's path is where the captured value is kept: `report[...]`, `HISTORY[...]`, `state.last_loss`.
 EXPECTED_LINE = re.compile(
-    r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-5]) (?P<path>[A-Za-z_]\w*(?:\[.+\]|\.\w+)*)"
+    rf"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>{'|'.join(ANALYSIS_RULES)}) "
+    r"(?P<path>[A-Za-z_]\w*(?:\[.+\]|\.\w+)*)"
     r"(?: (?P<context>megatron|in-place-caller|in-function))?$"
 )
-CAPTURE_CODE = "FAL005"
 NOQA = re.compile(r"#\s*noqa\b", re.IGNORECASE)
 
 

@@ -16,7 +16,7 @@ import shutil
 import sys
 
 import pytest
-from fixture_corpus import PROJECT_LINE, Kind, ProjectCase, project_cases, report_path_pattern
+from fixture_corpus import CAPTURE_CODE, PROJECT_LINE, Kind, ProjectCase, project_cases, report_path_pattern
 from test_fixtures_runtime import Run, assert_claim, assert_same_training, run_loss_func
 
 from flux_alias_lint.cli import main
@@ -71,7 +71,7 @@ def test_project_findings(case: ProjectCase):
 @pytest.mark.parametrize("case", PROJECT_CASES, ids=lambda c: c.id)
 def test_project_case_is_honest(case: ProjectCase):
     run = _run(case.folder)
-    captures = case.rule_dir == "FAL005"
+    captures = case.rule_dir == CAPTURE_CODE
     assert_claim(case.kind(), run, captures)
     if captures:  # the kept values that move: the ones the findings name, as report entries are
         patterns = [report_path_pattern(path) for path in case.expected_captures()]

@@ -26,6 +26,7 @@ import types
 import pytest
 import torch
 from fixture_corpus import (
+    CAPTURE_CODE,
     CheckerCase,
     FixerPair,
     Kind,
@@ -184,7 +185,7 @@ def assert_claim(kind: Kind, run: Run, captures: bool = False) -> None:
 
 
 def _captures(path: pathlib.Path) -> bool:
-    return path.parent.name == "FAL005"
+    return path.parent.name == CAPTURE_CODE
 
 
 @pytest.mark.parametrize("case", CHECKER_CASES, ids=lambda c: c.id)
@@ -193,7 +194,7 @@ def test_checker_fixture_is_honest(case: CheckerCase):
     assert_claim(case.kind(), run, _captures(case.source_path))
     if case.expected_captures():
         assert run.captures_moved, "a FAL005 fixture's kept value did not change: nothing writes it in place"
-    elif case.rule_dir == "FAL005":
+    elif case.rule_dir == CAPTURE_CODE:
         assert not run.captures_moved, f"kept values changed that no finding names: {run.captures_moved}"
     if case.kind() is Kind.POSITIVE:
         # The findings' report paths are exactly the entries that move: none missed, none extra.

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar, overload
 
 from ..facts.tensor_ops import AliasKind
-from ..rules import CODE_FOR_KIND, RULES
+from ..rules import RULE_FOR_KIND
 from ._deps import require_torch
 from .report import render_path, report_tensors
 
@@ -24,12 +24,6 @@ _Tensor = torch.Tensor
 
 OnAlias = Literal["raise", "warn"]
 F = TypeVar("F", bound=Callable[..., Any])
-
-_WHAT = {
-    AliasKind.SAME: "it is the backprop tensor itself",
-    AliasKind.DETACH: "a .detach()/.data alias of it",
-    AliasKind.VIEW: "a view of it",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,13 +35,11 @@ class ReportAlias:
 
     @property
     def code(self) -> str:
-        return CODE_FOR_KIND[self.kind]
+        return RULE_FOR_KIND[self.kind].code
 
     def __str__(self) -> str:
-        return (
-            f"{self.path} shares storage with the backprop tensor ({_WHAT[self.kind]}; "
-            f"{self.code} {RULES[self.code].name})"
-        )
+        rule = RULE_FOR_KIND[self.kind]
+        return f"{self.path} shares storage with the backprop tensor ({rule.seen_at_run_time}; {rule.code} {rule.name})"
 
 
 class ReportAliasError(ValueError):

@@ -1,0 +1,86 @@
+"""FAL005: a value kept for later (a capture, `captures.py`) that an in-place write then changes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from ..project import IN_FUNCTION, UNREACHED, Reach
+from ._base import AnalysisRule, consequence, shortened
+
+if TYPE_CHECKING:
+    from ..values import RawFinding
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CapturedAliasRule(AnalysisRule):
+    def verdict(self, found: RawFinding, reach: Reach, unreached: str) -> tuple[Reach, str | None]:
+        """A write shown in the function itself is a bug whoever calls it (context `in-function`);
+        the caller's rescale of the returned loss follows its context, as for FAL001."""
+        if found.write is not None and reach.context == UNREACHED:
+            reach = Reach(IN_FUNCTION, ())
+        return super().verdict(found, reach, unreached)
+
+    def explain(
+        self, found: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None
+    ) -> tuple[str, str]:
+        if write is not None:
+            return (
+                f"{found.report_path} = `{expression}` is changed by the in-place `{shortened(write[0])}` at line {write[1]}",
+                "the kept value is then the one after the write, not the one it was kept to show",
+            )
+        what = f"{found.report_path} = `{expression}` shares storage with the returned loss `{found.backprop}`"
+        return what, consequence(reach)
+
+
+RULE = CapturedAliasRule(
+    code="FAL005",
+    name="captured-alias-written-in-place",
+    summary="a value kept for later shares storage with a tensor that is then changed in place",
+    flags=(
+        "a `.detach()`/conversion kept in `self.x`, a container that outlives the function or the report, then "
+        "changed by an in-place write (`loss *= k` later in the function, or the caller's rescale of the returned loss)"
+    ),
+    fix="`.clone()` at the capture",
+    doc="""\
+## What it does
+Flags a *capture*, a value kept past the statement that makes it, when an in-place write can
+change it afterwards. Captures: an entry of the returned report, an element appended, inserted or
+stored into a container that outlives the function (an attribute of `self`, a parameter, a module
+global, a closure variable: `self.losses.append(v)`, `metrics["loss"] = v`), an attribute set on
+such an object (`self.last_loss = v`). The value is an alias of a tensor: `.detach()`, `.data`, a
+view, a conversion that may return `self`, or the tensor itself. The writers:
+- an in-place write later in the same function (`loss *= scale`, `loss /= n`, `loss += aux`,
+  `loss.mul_(k)`, `copy_`, `zero_`, `clamp_`, ...; the message gives its line);
+- Megatron's schedule, when the tensor is the loss returned by a function Megatron calls (it runs
+  `loss *= cp_size; loss /= num_microbatches`);
+- a caller in the project that unpacks the returned loss and rescales it in place.
+
+Copies (`.clone()`, `.item()`, `float()`, arithmetic, `torch.cat`) and rebinding (`loss = loss * w`)
+are not flagged, nor is a capture made after the write, nor an entry updated through the container
+holding it (`metrics[k] += v`). A write in the function itself is an error whoever calls it (context
+`in-function`); the others follow their context, as for FAL001. The tensor itself kept in a list or on an
+attribute and then updated in place by the function is taken to be on purpose (a buffer).
+
+## Why is this bad?
+An alias has no values of its own: an in-place write to the tensor shows through it. The kept
+metric then reports the value after the write (the scaled loss, or the loss divided by the number
+of microbatches), not the one it was meant to keep, and nothing warns.
+
+## Example
+```python
+def loss_func(output_tensor):
+    loss = output_tensor.sum()
+    metrics = {"policy_loss": loss.detach()}
+    loss *= scale
+    return loss, metrics
+```
+
+## Fix
+Keep a copy where the value is captured:
+```python
+    metrics = {"policy_loss": loss.detach().clone()}
+```
+`flux-alias-lint check --fix` inserts the `.clone()` (where the value is shown to be a tensor).
+""",
+)
