@@ -9,7 +9,15 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ..facts.storage import CONTAINER_MUTATORS, MAPPING_CONSTRUCTORS, NUMBER_BUILTINS
+from ..facts.storage import (
+    BUILTINS,
+    CONTAINER_METHODS,
+    CONTAINER_MUTATORS,
+    MAPPING_NAMES,
+    MAPPING_UPDATE,
+    Gives,
+    Updates,
+)
 from ..facts.tensor_ops import (
     COPY_KEYWORD,
     NUMBER_METHODS,
@@ -22,29 +30,122 @@ from .syntax import _dotted, _owner
 from .values import _NO_TOKENS, D, H, M, S, Token, _elements, _holding, _union
 
 if TYPE_CHECKING:
+    from .flows import _Flow
     from .summaries import _Helpers, _Passing
 
-_MAPPING_NAMES = frozenset(name.rpartition(".")[2] for name in MAPPING_CONSTRUCTORS)
-# Calls that give (part of) their arguments back: containers made of them, one of them, a shallow copy.
-_PASSING_FUNCTIONS = frozenset({"list", "tuple", "zip", "max", "min", "copy.copy"})
-# Methods that give (part of) their receiver or arguments back, besides the alias table's.
-_PASSING_METHODS = frozenset({"get", "pop", "setdefault", "copy", "values", "items"})
+# ---- the rows of `facts.storage`, one transfer each --------------------------------------
+#
+# What a call gives, as flow flags, by its row's `Gives`: f(the receiver's flags, or 0 for a function;
+# the arguments' flags, joined). A container method's row is read only on a container (`D | S`); an
+# unlisted method of one gives `M`, as the analysis' container methods give an unknown value.
+FLAG_GIVES: dict[Gives, Callable[[int, int], int]] = {
+    Gives.NUMBER: lambda receiver, arguments: M,
+    Gives.MAPPING: lambda receiver, arguments: D | _holding(arguments),
+    Gives.SEQUENCE_OF_ELEMENTS: lambda receiver, arguments: S | _holding(_elements(arguments)),
+    # Coarser than the analysis, which follows `zip`'s tuples: no flags, a fresh value here, whose
+    # storage (`STORAGE_GIVES`) still holds the arguments'.
+    Gives.TUPLES_OF_ELEMENTS: lambda receiver, arguments: 0,
+    Gives.ONE_OF_ARGUMENTS: lambda receiver, arguments: arguments | _elements(arguments),
+    Gives.DEEP_COPY: lambda receiver, arguments: arguments | M,
+    Gives.SAME_STORAGE: lambda receiver, arguments: arguments,
+    Gives.UNTRACKED_CONTAINER: lambda receiver, arguments: 0,  # its elements are not followed
+    Gives.ENTRY_OR_DEFAULT: lambda receiver, arguments: _elements(receiver) | arguments | M,
+    Gives.RECEIVER: lambda receiver, arguments: receiver,
+    Gives.ENTRIES: lambda receiver, arguments: S | _holding(_elements(receiver)),
+    Gives.KEY_ENTRY_PAIRS: lambda receiver, arguments: S | _holding(_elements(receiver)),
+    Gives.NOTHING: lambda receiver, arguments: M,  # None
+}
+
+# What a call may share storage with, besides its own node, by its row's `Gives`: f(the receiver's
+# tokens, or none for a function; the arguments' tokens). A container method's row is read on any
+# receiver (a tensor's `values()` is the alias table's view of it: the same tokens).
+STORAGE_GIVES: dict[Gives, Callable[[frozenset[Token], frozenset[Token]], frozenset[Token]]] = {
+    Gives.NUMBER: lambda receiver, arguments: _NO_TOKENS,
+    Gives.MAPPING: lambda receiver, arguments: arguments,
+    Gives.SEQUENCE_OF_ELEMENTS: lambda receiver, arguments: arguments,
+    Gives.TUPLES_OF_ELEMENTS: lambda receiver, arguments: arguments,
+    Gives.ONE_OF_ARGUMENTS: lambda receiver, arguments: arguments,
+    Gives.DEEP_COPY: lambda receiver, arguments: _NO_TOKENS,
+    Gives.SAME_STORAGE: lambda receiver, arguments: arguments,
+    # The set's elements are not followed, by the analysis either: a fresh value.
+    Gives.UNTRACKED_CONTAINER: lambda receiver, arguments: _NO_TOKENS,
+    Gives.ENTRY_OR_DEFAULT: lambda receiver, arguments: receiver | arguments,
+    Gives.RECEIVER: lambda receiver, arguments: receiver | arguments,
+    Gives.ENTRIES: lambda receiver, arguments: receiver | arguments,
+    Gives.KEY_ENTRY_PAIRS: lambda receiver, arguments: receiver | arguments,
+    Gives.NOTHING: lambda receiver, arguments: _NO_TOKENS,
+}
+
+
+def _flags_add(flow: _Flow, owner: str, node: ast.Call) -> None:
+    """A container's flags take in what it is given (`log.append(x)`); anything else's are not a container's."""
+    if flow._get(owner) & (D | S):
+        flow._join(owner, _holding(flow._arguments(node)))
+
+
+def _flags_add_entries(flow: _Flow, owner: str, node: ast.Call) -> None:
+    """Given a mapping or keywords, the receiver is a mapping whatever it was (`metric.update({...})`)."""
+    if _updates_a_mapping(node):
+        flow._join(owner, D | _holding(flow._arguments(node)))
+    else:
+        _flags_add(flow, owner, node)
+
+
+def _flags_keep(flow: _Flow, owner: str, node: ast.Call) -> None:
+    """Flags only grow over the unit: what a call removes stays in them."""
+
+
+def _storage_add(flow: _Flow, receiver: ast.expr, arguments: frozenset[Token]) -> None:
+    """The receiver's owner (`d` of `d[k].append(v)`) holds the arguments' storage from then on."""
+    owner = _owner(receiver)
+    if owner is not None:
+        flow._mutated.add(owner)
+        flow._grow(flow._store, owner, arguments)
+
+
+def _storage_keep(flow: _Flow, receiver: ast.expr, arguments: frozenset[Token]) -> None:
+    """Storage only grows over the unit: what a call removes stays in it."""
+
+
+# How a container method changes its receiver, by its row's `Updates`: the flags pass (`_statement`,
+# for the calls `Walk.bindings` holds: the mutators) and the storage pass (`_call_storage`).
+FLAG_UPDATES: dict[Updates, Callable[[_Flow, str, ast.Call], None]] = {
+    Updates.NOTHING: _flags_keep,
+    Updates.ADDS_ARGUMENT: _flags_add,
+    Updates.ADDS_ELEMENTS: _flags_add,  # coarser than the analysis: a dict anywhere in the argument
+    Updates.ADDS_ENTRIES: _flags_add_entries,
+    Updates.ADDS_DEFAULT: _flags_add,
+    Updates.REMOVES_ENTRY: _flags_keep,
+    Updates.CLEARS: _flags_keep,
+}
+STORAGE_UPDATES: dict[Updates, Callable[[_Flow, ast.expr, frozenset[Token]], None]] = {
+    Updates.NOTHING: _storage_keep,
+    Updates.ADDS_ARGUMENT: _storage_add,
+    Updates.ADDS_ELEMENTS: _storage_add,
+    Updates.ADDS_ENTRIES: _storage_add,
+    Updates.ADDS_DEFAULT: _storage_add,
+    Updates.REMOVES_ENTRY: _storage_keep,
+    Updates.CLEARS: _storage_keep,
+}
+
+
+def _gives(qualified: str) -> Gives | None:
+    """What a call of this qualified name gives, by its row of `facts.storage.BUILTINS`. A mapping
+    constructor is known by its last name too (`typing.OrderedDict`, a re-export): coarser than the
+    analysis, which knows only the rows' qualified names."""
+    row = BUILTINS.get(qualified)
+    if row is not None:
+        return row.gives
+    return Gives.MAPPING if qualified.rpartition(".")[2] in MAPPING_NAMES else None
 
 
 def _is_mapping(qualified: str) -> bool:
-    return qualified in MAPPING_CONSTRUCTORS or qualified.rpartition(".")[2] in _MAPPING_NAMES
-
-
-def _passes_arguments(qualified: str) -> bool:
-    """Containers made of the arguments, one of them, a shallow copy, a torch alias of one."""
-    if qualified in _PASSING_FUNCTIONS or _is_mapping(qualified):
-        return True
-    return qualified.startswith("torch.") and torch_function_alias_kind(qualified[len("torch.") :]) is not None
+    return _gives(qualified) is Gives.MAPPING
 
 
 def _updates_a_mapping(node: ast.Call) -> bool:
     """`analysis._updates_a_mapping`: `x.update(...)` given a dict display or keywords."""
-    if not (isinstance(node.func, ast.Attribute) and node.func.attr == "update"):
+    if not (isinstance(node.func, ast.Attribute) and node.func.attr == MAPPING_UPDATE):
         return False
     return bool(node.keywords) or any(isinstance(arg, (ast.Dict, ast.DictComp)) for arg in node.args)
 
@@ -116,18 +217,9 @@ class _Calls:
         arguments = self._arguments(node)
         flags = 0
         for name in self._qualified(node.func):
-            if name in NUMBER_BUILTINS:
-                flags |= M
-            elif _is_mapping(name):
-                flags |= D | _holding(arguments)
-            elif name in ("list", "tuple"):
-                flags |= S | _holding(_elements(arguments))
-            elif name in ("max", "min"):  # one of the arguments, or an element of the one argument
-                flags |= arguments | _elements(arguments)
-            elif name == "copy.deepcopy":
-                flags |= arguments | M
-            elif name == "copy.copy":
-                flags |= arguments
+            gives = _gives(name)
+            if gives is not None:
+                flags |= FLAG_GIVES[gives](0, arguments)
             elif name.startswith("torch.") and arguments & (M | D | S | H):
                 flags |= M  # an op on a number or a container: a value without storage
         helper = _helper_call(node)
@@ -139,14 +231,8 @@ class _Calls:
         if isinstance(node.func, ast.Attribute):
             method, receiver = node.func.attr, self._eval(node.func.value)
             if receiver & (D | S):  # the analysis' container methods
-                if method in ("get", "pop", "setdefault"):
-                    flags |= _elements(receiver) | arguments | M
-                elif method == "copy":
-                    flags |= receiver
-                elif method in ("values", "items"):
-                    flags |= S | _holding(_elements(receiver))
-                else:
-                    flags |= M
+                row = CONTAINER_METHODS.get(method)
+                flags |= FLAG_GIVES[row.gives](receiver, arguments) if row is not None else M
             no_arguments = not node.args and not node.keywords
             if method in NUMBER_METHODS or (method in NUMBER_WITHOUT_ARGUMENTS and no_arguments) or receiver & M:
                 flags |= M
@@ -157,23 +243,24 @@ class _Calls:
         arguments = _union(self._storage(arg.value if type(arg) is ast.Starred else arg) for arg in node.args)
         arguments |= _union(self._storage(keyword.value) for keyword in node.keywords)
         found = {id(node)}
-        if any(_passes_arguments(name) for name in self._qualified(node.func)):
-            found |= arguments
+        for name in self._qualified(node.func):
+            gives = _gives(name)
+            if gives is not None:
+                found |= STORAGE_GIVES[gives](_NO_TOKENS, arguments)
+            elif name.startswith("torch.") and torch_function_alias_kind(name[len("torch.") :]) is not None:
+                found |= arguments  # a torch alias of an argument
         func = node.func
         owners: list[str] = []
         if type(func) is ast.Attribute:
             receiver = self._storage(func.value)
-            if func.attr in _PASSING_METHODS:
-                found |= receiver | arguments  # `d.get(k, default)`
+            row = CONTAINER_METHODS.get(func.attr)
+            if row is not None:  # the row, not the alias table (`values`: a view either way)
+                found |= STORAGE_GIVES[row.gives](receiver, arguments)  # `d.get(k, default)`
+                STORAGE_UPDATES[row.updates](self, func.value, arguments)
             elif method_alias_kind(func.attr) is not None and not _copies(node):
                 # `x.view(shape)`, `x.to(device)`: the receiver only; `np.transpose(x)`: a module's function
                 of_module = (_dotted(func.value) or "").partition(".")[0] in self.qualified
                 found |= receiver | arguments if of_module else receiver
-            if func.attr in CONTAINER_MUTATORS:
-                owner = _owner(func.value)
-                if owner is not None:
-                    self._mutated.add(owner)
-                    self._grow(self._store, owner, arguments)
         helper = _helper_call(node)
         if helper is None or (self.helpers is not None and not self.helpers.may_summarise(*helper, self.depth)):
             return frozenset(found)

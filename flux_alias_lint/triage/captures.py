@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..facts.reports import KEEPING_KINDS, KEEPING_NAMES
-from ..facts.storage import CONTAINER_MUTATORS, MAPPING_CONSTRUCTORS
+from ..facts.storage import CONTAINER_CONSTRUCTORS, CONTAINER_MUTATORS
 from ..facts.tensor_ops import torch_function_alias_kind, writes_in_place
 from .calls import _copies, _helper_call
 from .syntax import _CHILD_FIELDS, _FUNCTIONS, _LEAF_FIELDS, _LEAVES, Def, _dotted, _owner, _parameters
@@ -190,7 +190,7 @@ def _captures_and_writes(
                         put(found.entries, value, node, context)
                     put(found.kept, value, node, context)
                     stores.append((value, func.value, context[1]))
-            elif reports and (_helper_call(node) is not None or (_dotted(func) or "") in _CONTAINER_CONSTRUCTORS):
+            elif reports and (_helper_call(node) is not None or (_dotted(func) or "") in CONTAINER_CONSTRUCTORS):
                 for value in given:  # a helper may put its arguments into what it returns
                     put(found.entries, value, node, context)
         elif kind is ast.Return and node.value is not None and reports:
@@ -339,7 +339,6 @@ _BINDINGS = frozenset(
 _CONTAINER_VALUES = (
     ast.Dict, ast.List, ast.Set, ast.Tuple, ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.JoinedStr,
 )  # fmt: skip
-_CONTAINER_CONSTRUCTORS = frozenset({"list", "set", "tuple", *MAPPING_CONSTRUCTORS})
 _DEFS = (*_FUNCTIONS, ast.ClassDef)
 _NAME_BINDINGS = frozenset(
     {ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.For}
@@ -412,7 +411,7 @@ def _is_container_value(value: ast.expr | None) -> bool:
         return True
     if type(value) is ast.Constant:
         return type(value.value) in (str, bytes)
-    return type(value) is ast.Call and (_dotted(value.func) or "") in _CONTAINER_CONSTRUCTORS
+    return type(value) is ast.Call and (_dotted(value.func) or "") in CONTAINER_CONSTRUCTORS
 
 
 def _is_own_value(value: ast.expr | None, own: set[str]) -> bool:
@@ -426,7 +425,7 @@ def _is_own_value(value: ast.expr | None, own: set[str]) -> bool:
     if kind is ast.NamedExpr:
         return _is_own_value(value.value, own)
     if kind is ast.Call:
-        return _helper_call(value) is None or (_dotted(value.func) or "") in _CONTAINER_CONSTRUCTORS
+        return _helper_call(value) is None or (_dotted(value.func) or "") in CONTAINER_CONSTRUCTORS
     return kind not in (ast.Attribute, ast.Subscript, ast.Starred, ast.Await, ast.Yield, ast.YieldFrom)
 
 

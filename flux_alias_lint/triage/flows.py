@@ -8,8 +8,10 @@ import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..facts.reports import REPORT_LENGTHS
+from ..facts.storage import CONTAINER_METHODS, MAPPING_NAMES
 from ..facts.tensor_ops import attribute_alias_kind, writes_in_place
-from .calls import _MAPPING_NAMES, _Calls, _helper_call, _is_mutation, _may_have_effects, _updates_a_mapping
+from .calls import FLAG_UPDATES, _Calls, _helper_call, _is_mutation, _may_have_effects, _updates_a_mapping
 from .captures import _CaptureQuestions
 from .returns import _own_returns, _Returns
 from .syntax import _CHILD_FIELDS, _FUNCTIONS, _LEAF_FIELDS, _LEAVES, _dotted, _has_starred, _owner, _parameters
@@ -72,10 +74,10 @@ def _walk(tree: ast.AST) -> Walk:
         elif kind is ast.Call:
             if _helper_call(node) is not None:
                 calls.append(node)
-            elif type(node.func) is ast.Attribute and node.func.attr in _MAPPING_NAMES:
+            elif type(node.func) is ast.Attribute and node.func.attr in MAPPING_NAMES:
                 makes_dict = True
         elif (kind is ast.Tuple or kind is ast.List) and not display:
-            display = len(node.elts) in (2, 3) and not _has_starred(node.elts)
+            display = len(node.elts) in REPORT_LENGTHS and not _has_starred(node.elts)
         elif kind is ast.Dict or kind is ast.DictComp or (kind is ast.Subscript and type(node.ctx) is ast.Store):
             makes_dict = True
         if kind is ast.Return and node.value is not None:
@@ -156,12 +158,10 @@ class _FlowFlags:
             for arg in _parameters(node):
                 if arg.annotation is not None:
                     self._join(arg.arg, M)
-        elif kind is ast.Call:
+        elif kind is ast.Call:  # a container method that updates its receiver (`Walk.bindings`)
             owner = _dotted(node.func.value)
-            if owner is not None and _updates_a_mapping(node):
-                self._join(owner, D | _holding(self._arguments(node)))  # a mapping whatever it was
-            elif owner is not None and self._get(owner) & (D | S):
-                self._join(owner, _holding(self._arguments(node)))
+            if owner is not None:
+                FLAG_UPDATES[CONTAINER_METHODS[node.func.attr].updates](self, owner, node)
 
     def _bind(self, target: ast.expr, flags: int) -> None:
         if isinstance(target, (ast.Name, ast.Attribute)):
@@ -384,7 +384,7 @@ class _FlowStorage:
             return _union(self._storage(value) for value in node.values)
         if kind is ast.Tuple or kind is ast.List:
             found = _union(self._storage(element) for element in node.elts)
-            if len(node.elts) in (2, 3) and not any(type(e) is ast.Starred for e in node.elts):
+            if len(node.elts) in REPORT_LENGTHS and not any(type(e) is ast.Starred for e in node.elts):
                 self._displays[id(node)] = node
                 found |= {("seq", id(node))}
             return found

@@ -9,8 +9,9 @@ import re
 import warnings
 from collections.abc import Iterator
 
-from ..facts.reports import KEEPING_NAMES
-from .calls import _MAPPING_NAMES, _is_mapping, _is_mutation
+from ..facts.reports import AUGMENTED_OPERATORS, KEEPING_NAMES
+from ..facts.storage import MAPPING_NAMES, MAPPING_UPDATE
+from .calls import _is_mapping, _is_mutation
 from .captures import _assigned_into, _captures_and_writes, _keeping_functions
 from .flows import _Flow, _flow_may_find, _Flows
 from .returns import _some_return_may_fit
@@ -21,9 +22,11 @@ from .syntax import _BLOCK_FIELDS, _FUNCTIONS, _PARSE_ERRORS, Def
 _OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _CALLED = re.compile(r"(\w+)\s*\(")
+_UPDATE_CALL = f".{MAPPING_UPDATE}("  # `x.update(k=v)`: a dict, whatever `x` was
 # What an in-place write looks like in a unit's text (`loss *= k`, `loss.mul_(k)`, not `__init__(`):
-# only then can a capture made in it be changed by a write in it (FAL005, `captures.py`).
-_AUGMENTED = ("+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "<<=", ">>=")  # `//=`, `**=` too
+# only then can a capture made in it be changed by a write in it (FAL005, `captures.py`). The
+# operators are searched for as text: those holding none of the others (`/=` finds `//=` too).
+_AUGMENTED = tuple(op for op in AUGMENTED_OPERATORS if not any(o != op and o in op for o in AUGMENTED_OPERATORS))
 _NAME_END_CALLED = re.compile(r"_\s*\(")  # a literal first: searched fast (`[^\W_]_\s*\(` is 20x slower)
 # What a kept value is made with (`captures._kept`, a method of the table): only a returned report's
 # entries are kept without one.
@@ -64,7 +67,7 @@ def _reduce_source(text: str, reached: frozenset[int], path: str, captures: bool
     lines = _source_lines(text)
     imports = module_imports(tree)
     helpers = _Helpers(_Defs(tree, imports), path)
-    mapping_names = _MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
+    mapping_names = MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
     keeping_functions = _keeping_functions(imports)
     units = list(_units(tree.body))
     kept: list[tuple[int, int, int]] = []  # (first line, last line, column), 1-based lines
@@ -150,7 +153,7 @@ def _text_may_find(span: str, mapping_names: frozenset[str]) -> bool:
     number or None into a dict), an `update` (given keywords, anything is one), a mapping
     constructor. (Else a call of a helper, whose summary may give one: the caller asks `_Helpers`,
     which costs more.)"""
-    return "{" in span or "[" in span or ".update(" in span or any(name in span for name in mapping_names)
+    return "{" in span or "[" in span or _UPDATE_CALL in span or any(name in span for name in mapping_names)
 
 
 def _outside(lines: list[str], spans: list[tuple[int, int]]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..facts.reports import REPORT_LENGTHS
 from .calls import _helper_call, _is_mapping
 from .syntax import _BLOCK_FIELDS, _EXPRESSION_STATEMENTS, _SCOPES, _has_starred
 from .values import _NO_TOKENS, D, H, S, _overlap
@@ -34,7 +35,11 @@ def _some_return_may_fit(body: list[ast.stmt]) -> bool:
             value = node.value
             if type(value) is ast.Tuple or type(value) is ast.List:
                 elements = value.elts
-                if len(elements) in (2, 3) and not _has_starred(elements) and isinstance(elements[-1], _MAY_BE_DICT):
+                if (
+                    len(elements) in REPORT_LENGTHS
+                    and not _has_starred(elements)
+                    and isinstance(elements[-1], _MAY_BE_DICT)
+                ):
                     return True
             elif value is not None and isinstance(value, _MAY_BE_SEQUENCE):
                 return True
@@ -93,7 +98,7 @@ class _Returns:
         """Can this be `(backprop, report)` or `(backprop, n, report)` with `report` a dict?"""
         if isinstance(value, (ast.Tuple, ast.List)):
             elements = value.elts
-            if any(isinstance(e, ast.Starred) for e in elements) or len(elements) not in (2, 3):
+            if any(isinstance(e, ast.Starred) for e in elements) or len(elements) not in REPORT_LENGTHS:
                 return False
             return bool(self._eval(elements[-1]) & D)
         flags = self._eval(value)
@@ -120,7 +125,7 @@ class _Returns:
         (a `("call", ...)` token) is the whole returned value."""
         for value in returned:
             if type(value) in (ast.Tuple, ast.List):
-                displays = [value] if len(value.elts) in (2, 3) else []
+                displays = [value] if len(value.elts) in REPORT_LENGTHS else []
             elif not self._returnable(value):
                 continue  # `captures._captures_at_return`: a 2- or 3-element sequence ending in a dict
             else:
