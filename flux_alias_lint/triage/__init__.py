@@ -2,13 +2,13 @@
 
 libcst parses ~5k lines a second, CPython's `ast` ~300k: on a training repository, where a few
 hundred lines out of half a million are loss functions, parsing everything with libcst is nearly
-all of a cold run. The analysis stays the source of truth; this module only decides which *units*
+all of a cold run. The analysis stays the source of truth; this package only decides which *units*
 it needs to see. A unit is a function defined at module or class level (in any block there): the
 analysis runs each of those with an empty environment (closures get theirs from the enclosing
 function, which is why nested functions are never units of their own), and the only module-level
 context it reads is the module's own imports.
 
-Three filters, each an over-approximation of the analysis in `analysis.py`:
+Three filters, each an over-approximation of the analysis:
 
 1. `ast.parse` the file (CPython rejects it: return None, the caller analyses everything and
    reports the error exactly as before).
@@ -20,7 +20,7 @@ Three filters, each an over-approximation of the analysis in `analysis.py`:
    can some `return` (or lambda body) be a 2- or 3-element sequence whose last element is a dict
    (containers), and can that report share storage with the first element at all (storage: the
    alias tokens the analysis could give each value, joined per name, passed on by the operations
-   of the alias table in `aliasing.py`)? Calls of the project's functions follow the analysis'
+   of the alias table in `facts.tensor_ops`)? Calls of the project's functions follow the analysis'
    own summary rules (`SUMMARY_DEPTH`, `SUMMARY_LINES`): what each def returns and which of its
    arguments it passes on or writes into, another module's read one def at a time, and only once
    the unit survives taking every imported helper to do anything.
@@ -41,7 +41,14 @@ kept like a unit (in a compound statement's header, it cannot be cut out: the fi
 Only CPython's verdict on a whole file is kept: what libcst alone would refuse (its parser's
 limits, nesting over 10,000 levels) is reported only where libcst has to read it.
 
-When `analysis.py` learns a new way to make, move or alias a value, `_Flow` must learn it too:
+Its modules sit beside the analysis' (a drift shows in one diff): `reduce.py` (units, text gates,
+lambdas, pieces), `returns.py` (report shapes), `flows.py` (`_Flow`'s statements and bindings, flags
+and storage), `calls.py` (its transfers for calls), `summaries.py` (the project's functions),
+`captures.py` (FAL005), with `values.py` (flags and tokens) and `syntax.py` (the `ast` shapes walked).
+What builtins and container methods do, the report shapes and the summary bounds are read from
+`facts/`, never spelled here: `calls.py` holds one transfer per `Gives` and `Updates` of a row.
+
+When the analysis learns a new way to make, move or alias a value, `_Flow` must learn it too:
 `tests/test_performance_equivalence.py` compares triage against the full analysis on the fixtures
 and a generated corpus, and pins the analysis' expression handlers.
 """

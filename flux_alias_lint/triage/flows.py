@@ -262,7 +262,7 @@ class _FlowStorage:
     # analysis' `_overlap`). Its tokens are parameters and free names (here: the name), allocation
     # sites (here: the node) and items of those (here: the owner's tokens). Joined over the whole
     # unit, per dotted name, they over-approximate every alias the analysis can give a value. The
-    # alias table (`aliasing.py`) says which operations pass their operand's tokens on.
+    # alias table (`facts.tensor_ops`) says which operations pass their operand's tokens on.
 
     def _settle_storage(self) -> None:
         if self._store is not None:
