@@ -62,7 +62,7 @@ def _instrumented() -> Iterator[None]:
         (builtins, "compile", "parse"),
         (runner, "reduce_source", "triage"),
         (lint, "reduce_source", "triage"),
-        (triage, "_imported_helpers", "triage helpers"),
+        (triage.summaries, "_imported_helpers", "triage helpers"),
         (libcst, "parse_module", "libcst"),
         (lint, "_analyze_parsed", "analysis"),
         (analysis.ModuleAnalysis, "_call_summarised", "summaries"),

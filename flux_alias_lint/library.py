@@ -23,7 +23,7 @@ import libcst as cst
 from .evidence import Declared, declared_returns
 from .project import derived_classes, find_module
 from .source import SourceError, read_bytes
-from .triage import module_imports, summarisable
+from .triage.summaries import module_imports, summarisable
 
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 

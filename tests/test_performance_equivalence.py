@@ -472,7 +472,7 @@ def test_many_units_go_to_libcst_in_pieces(monkeypatch: pytest.MonkeyPatch) -> N
     """Pieces bound libcst's memory on generated modules; findings and fixes are the same."""
     function = "def loss_{i}(out):\n    return out, {{'a': out.detach(), 'b': out.data}}\n\n\n"
     text = "import torch\n\n" + "".join(function.format(i=i) for i in range(40))
-    monkeypatch.setattr(triage, "PIECE_LINES", 10)
+    monkeypatch.setattr(triage.reduce, "PIECE_LINES", 10)
     pieces = triage.reduce_source(text) or []
     assert len(pieces) == 8 and all(piece.text.startswith("import torch\n") for piece in pieces)
     assert len(check_source(text)) == 80
@@ -480,7 +480,7 @@ def test_many_units_go_to_libcst_in_pieces(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_pieces_never_share_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(triage, "PIECE_LINES", 1)
+    monkeypatch.setattr(triage.reduce, "PIECE_LINES", 1)
     text = "import torch\n" + ADVERSARIAL["two_lambdas_one_line"] + "def k(y):\n    return y, {'a': y.data}\n"
     assert _findings(text, True, monkeypatch) == _findings(text, False, monkeypatch)
     assert len(check_source(text)) == 3
@@ -500,7 +500,7 @@ def test_a_piece_libcst_rejects_means_the_whole_file(monkeypatch: pytest.MonkeyP
 
 
 def test_triage_mirrors_the_analysis_it_approximates() -> None:
-    """A new expression handler in the analysis must be taught to `triage._Flow` (mapping constructors
+    """A new expression handler in the analysis must be taught to `triage.flows._Flow` (mapping constructors
     and container mutators are shared: both read `facts.storage.MAPPING_CONSTRUCTORS`, `CONTAINER_MUTATORS`)."""
     from flux_alias_lint import analysis
 
@@ -514,7 +514,7 @@ def test_triage_mirrors_the_analysis_it_approximates() -> None:
 
 
 def test_return_shapes_the_flow_can_rule_out_are_ruled_out_by_it() -> None:
-    """`triage._some_return_may_fit` skips the flow by the kind of a returned expression: every kind
+    """`triage.returns._some_return_may_fit` skips the flow by the kind of a returned expression: every kind
     outside `_MAY_BE_DICT` / `_MAY_BE_SEQUENCE` must be one `_Flow._eval` never makes a dict / sequence
     of, whatever the names in it hold. Every kind of expression is sampled."""
     samples = [
@@ -527,10 +527,10 @@ def test_return_shapes_the_flow_can_rule_out_are_ruled_out_by_it() -> None:
     expressions += [expressions[3].values[0], expressions[12].slice, ast.parse("[*a]", mode="eval").body.elts[0]]
     assert {type(e) for e in expressions} == set(ast.expr.__subclasses__())
     for expression in expressions:
-        flow = triage._Flow(ast.parse("pass"), frozenset(), None)
-        flow.env = {"a": triage.ALL, "a.b": triage.ALL}
+        flow = triage.flows._Flow(ast.parse("pass"), frozenset(), None)
+        flow.env = {"a": triage.values.ALL, "a.b": triage.values.ALL}
         flags = flow._eval(expression)
-        if flags & triage.D:
-            assert isinstance(expression, triage._MAY_BE_DICT), ast.dump(expression)
-        if flags & triage.S and not isinstance(expression, (ast.Tuple, ast.List)):  # displays: by their elements
-            assert isinstance(expression, triage._MAY_BE_SEQUENCE), ast.dump(expression)
+        if flags & triage.values.D:
+            assert isinstance(expression, triage.returns._MAY_BE_DICT), ast.dump(expression)
+        if flags & triage.values.S and not isinstance(expression, (ast.Tuple, ast.List)):  # displays: by their elements
+            assert isinstance(expression, triage.returns._MAY_BE_SEQUENCE), ast.dump(expression)

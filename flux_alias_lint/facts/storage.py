@@ -116,3 +116,15 @@ CONTAINER_MUTATORS = frozenset(
 CONTAINER_EVIDENCE = frozenset(name for name, row in CONTAINER_METHODS.items() if row.shows_a_container)
 # The mutator given a mapping (`x.update({...})`, `x.update(k=v)`) makes its receiver a dict.
 MAPPING_UPDATE = next(name for name, row in CONTAINER_METHODS.items() if row.updates is Updates.ADDS_ENTRIES)
+# The names a mapping constructor goes by however it is imported or re-exported (`OrderedDict` of
+# `collections.OrderedDict`, `typing.OrderedDict`): the triage, which over-approximates, takes any call
+# so named for one.
+MAPPING_NAMES = frozenset(name.rpartition(".")[2] for name in MAPPING_CONSTRUCTORS)
+# The calls that make a new dict, list, tuple or set of their own (not an iterator, not one of their
+# arguments): a value bound to one is never a tensor and dies with the function that made it, and its
+# arguments' elements are inside it (FAL005's places, in the triage).
+CONTAINER_CONSTRUCTORS = frozenset(
+    name
+    for name, row in BUILTINS.items()
+    if row.gives in (Gives.MAPPING, Gives.SEQUENCE_OF_ELEMENTS, Gives.UNTRACKED_CONTAINER)
+)

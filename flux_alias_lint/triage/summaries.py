@@ -1,0 +1,406 @@
+"""The project's functions the analysis summarises, read on `ast`: a module's defs (`_Defs`, another
+module's one def at a time: `_LazyDefs`), what calling each may give and what it does with its
+arguments (`_Helpers`, `_Passing`), by the summary policy of `facts.policy`."""
+
+from __future__ import annotations
+
+import ast
+import collections
+import dataclasses
+import os
+import re
+from collections.abc import Iterator
+
+from ..evidence import Declared, declared
+from ..facts.policy import SUMMARY_DEPTH
+from ..facts.policy import summarisable as policy_summarisable
+from ..project import find_module
+from .flows import Walk, _Flow, _walk
+from .syntax import _BLOCK_FIELDS, _FUNCTIONS, _PARSE_ERRORS, Def, _parameters, _quiet_parse
+from .values import ALL, Token, _named, _union
+
+
+def module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
+    """(local name, qualified name) for the module-level imports, as `ModuleAnalysis._module_imports` reads them."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                head = alias.name.split(".")[0]
+                found.add((alias.asname, alias.name) if alias.asname else (head, head))
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    qualified = f"{node.module}.{alias.name}" if node.module else alias.name
+                    found.add((alias.asname or alias.name, qualified))
+    return frozenset(found)
+
+
+def summarisable(node: Def) -> bool:
+    """`facts.policy.summarisable` of an `ast` def: whether the analysis summarises its calls."""
+    return policy_summarisable(node.lineno, node.end_lineno or node.lineno, isinstance(node, ast.AsyncFunctionDef))
+
+
+class _Defs:
+    """The defs of one module that flows may run, by name: module-level functions, methods of
+    module-level classes, defs nested in functions (any), and return annotations; with the module's
+    imports. Read from the module's tree, when first asked (most files never are)."""
+
+    def __init__(self, tree: ast.Module, imports: frozenset[tuple[str, str]] | None = None) -> None:
+        self._tree = tree
+        self.imports = module_imports(tree) if imports is None else imports
+        self._imported: dict[str, tuple[str, int, str]] | None = None
+        self._tables: tuple[dict[str, list[Def]], ...] | None = None
+        self._annotations: dict[str, list[ast.expr]] = {}
+
+    @property
+    def imported(self) -> dict[str, tuple[str, int, str]]:
+        """Local name -> (module, level, its name there), for `from <module> import <name> as <local>`."""
+        if self._imported is None:
+            self._imported = {
+                alias.asname or alias.name: (node.module or "", node.level, alias.name)
+                for node in self._tree.body
+                if isinstance(node, ast.ImportFrom) and not (node.module or "").startswith("torch")
+                for alias in node.names
+            }
+        return self._imported
+
+    def _read(self) -> tuple[dict[str, list[Def]], ...]:
+        if self._tables is None:
+            functions: dict[str, list[Def]] = {}
+            methods: dict[str, list[Def]] = {}
+            nested: dict[str, list[Def]] = {}
+            stack: list[tuple[list[ast.stmt], dict[str, list[Def]]]] = [(self._tree.body, functions)]
+            while stack:
+                body, table = stack.pop()
+                for node in body:
+                    inner = table
+                    if isinstance(node, _FUNCTIONS):
+                        table.setdefault(node.name, []).append(node)
+                        if node.returns is not None and table is not nested:
+                            self._annotations.setdefault(node.name, []).append(node.returns)
+                        inner = nested
+                    elif isinstance(node, ast.ClassDef):
+                        inner = methods if table is functions else nested
+                    elif table is methods:
+                        inner = nested  # the analysis reads a class's own statements only
+                    for field in _BLOCK_FIELDS:
+                        block = getattr(node, field, None)
+                        if isinstance(block, list):
+                            stack.append((block, inner))
+            self._tables = functions, methods, nested
+        return self._tables
+
+    def functions(self, name: str) -> list[Def]:
+        return (self._tables or self._read())[0].get(name, [])
+
+    def methods(self, name: str) -> list[Def]:
+        return (self._tables or self._read())[1].get(name, [])
+
+    def nested(self, name: str) -> list[Def]:
+        return (self._tables or self._read())[2].get(name, [])
+
+    def declares_number(self, name: str) -> bool:
+        """Whether a function or method called `name` is annotated to return a number, a string or
+        the like (`evidence.declared_returns` asks all of them to agree: some is enough here)."""
+        self._read()
+        return any(declared(ast.unparse(a)) is Declared.IMMUTABLE for a in self._annotations.get(name, ()))
+
+
+class _LazyDefs(_Defs):
+    """Another module's defs, read one function at a time from its text: only the module's imports
+    and the functions a flow asks for are parsed (a helper is at most `SUMMARY_LINES` long). Where
+    the text cannot be cut so (a def whose lines do not end where the next statement at column 0
+    begins, a method asked for), the whole module is parsed once."""
+
+    def __init__(self, text: str) -> None:  # the tables of `_Defs` are built only if the whole module is read
+        self._text = text
+        self._whole: _Defs | None = None
+        self._cut: dict[str, list[Def]] = {}
+        self._starts: dict[str, list[int]] | None = None
+        self._nested = {}
+        try:
+            tree = _quiet_parse("".join(match[0] for match in _IMPORT_STATEMENT.finditer(text)))
+        except _PARSE_ERRORS:
+            tree = self._parsed_whole_tree()
+        if self._whole is None:
+            self._imports_only = _Defs(tree)
+            self.imports = self._imports_only.imports
+
+    def _parsed_whole_tree(self) -> ast.Module:
+        try:
+            tree = _quiet_parse(self._text)
+        except _PARSE_ERRORS:  # the analysis reads no function of a module CPython rejects: nor does this
+            tree = ast.Module(body=[], type_ignores=[])
+        self._whole = _Defs(tree)
+        self.imports = self._whole.imports
+        return tree
+
+    @property
+    def imported(self) -> dict[str, tuple[str, int, str]]:
+        return (self._whole or self._imports_only).imported
+
+    def _all(self) -> _Defs:
+        if self._whole is None:
+            self._parsed_whole_tree()
+        assert self._whole is not None
+        return self._whole
+
+    def functions(self, name: str) -> list[Def]:
+        if self._whole is not None:
+            return self._whole.functions(name)
+        if name not in self._cut:
+            found = []
+            if self._starts is None:  # where each def at column 0 starts, by name: one scan of the text
+                self._starts = {}
+                for match in _DEF_AT_COLUMN_0.finditer(self._text):
+                    self._starts.setdefault(match[1], []).append(match.start())
+            for start in self._starts.get(name, ()):
+                node = _def_at(self._text, start, name)
+                if node is None:
+                    return self._all().functions(name)
+                found.append(node)
+                for inner in _own_defs(node):
+                    self._nested.setdefault(inner.name, []).append(inner)
+            self._cut[name] = found
+        return self._cut[name]
+
+    def methods(self, name: str) -> list[Def]:
+        return self._all().methods(name)
+
+    def nested(self, name: str) -> list[Def]:
+        return self._whole.nested(name) if self._whole is not None else self._nested.get(name, [])
+
+    def declares_number(self, name: str) -> bool:
+        if self._whole is not None:
+            return self._whole.declares_number(name)
+        return ("def " + name) in self._text and "->" in self._text  # some may: the flow lets it be a number
+
+
+# A statement at column 0 that imports: its lines (a parenthesised list may span several).
+_IMPORT_STATEMENT = re.compile(r"^(?:from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)|(?:from|import)[ \t][^\n]*)\n?", re.M)
+
+
+def _def_at(text: str, start: int, name: str) -> Def | None:
+    """The def starting at `start` (column 0), parsed alone: its lines run until the next line at
+    column 0 that is not blank, a comment, or a bracket closing its signature. None: that cut does
+    not parse to exactly this def (a string or bracket with lines at column 0 in it, a backslash)."""
+    header_end = text.find("\n", start)
+    following = _COLUMN_0_STATEMENT.search(text, header_end + 1) if header_end != -1 else None
+    try:
+        tree = _quiet_parse(text[start : following.start() if following else len(text)])
+    except _PARSE_ERRORS:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != name:
+        return None
+    return tree.body[0]
+
+
+_COLUMN_0_STATEMENT = re.compile(r"^[^\s#)\]}]", re.M)
+_DEF_AT_COLUMN_0 = re.compile(r"^def[ \t]+(\w+)", re.M)
+
+
+def _own_defs(function: Def) -> Iterator[Def]:
+    """The defs nested in a function, at any depth."""
+    stack: list[ast.stmt] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _FUNCTIONS):
+            yield node
+        for field in _BLOCK_FIELDS:
+            stack.extend(getattr(node, field, ()))
+
+
+class _Helpers:
+    """What calling a function of the project may give, by the flow below over its own code: the
+    analysis summarises these calls, so a helper that returns a container makes one, and one that
+    passes its arguments on passes their storage. The defs of the file, and those imported by name
+    from another module of the project (`from pkg.mod import f`); decided per name, when a unit
+    calls it, at the depth of summaries the call is at."""
+
+    def __init__(self, defs: _Defs, path: str, rough: bool = False) -> None:
+        self._defs = defs
+        self._path = path
+        self._rough = rough  # imported helpers may return anything: no other module is read
+        self._numbers: dict[str, bool] = {}  # `declares_number`, by name
+        self._paths: dict[tuple[str, bool, int], str | None] = {}  # `_imported_path`
+        self._known: dict[tuple[str, bool, int], int] = {}
+        self._passings: dict[tuple[str, bool, int], list[_Passing] | None] = {}
+        self._summarised: dict[tuple[str, bool, int], bool] = {}
+        self._walks: dict[int, Walk] = {}
+        self._twin: _Helpers | None = None
+        self.guessed = False  # the rough twin took an imported helper to return anything
+        self._guesses: set[tuple[str, bool, int]] = set()  # the calls whose flags were guessed so
+
+    @property
+    def rough(self) -> _Helpers:
+        """The same helpers, with every imported one taken to return anything."""
+        if self._rough:
+            return self
+        if self._twin is None:
+            self._twin = _Helpers(self._defs, self._path, rough=True)
+            self._twin._walks, self._twin._numbers, self._twin._paths = self._walks, self._numbers, self._paths
+            self._twin._summarised = self._summarised  # which calls are summarised does not depend on it
+        return self._twin
+
+    def declares_number(self, name: str) -> bool:
+        if name not in self._numbers:
+            self._numbers[name] = self._defs.declares_number(name)
+        return self._numbers[name]
+
+    def _candidates(self, name: str, method: bool, depth: int) -> list[tuple[Def, int]]:
+        """The defs a call of `name` (`self.name` if `method`) from a flow at `depth` may be summarised
+        from, each with the depth its own flow is at."""
+        defs = self._defs
+        found = [] if method else [(node, depth) for node in defs.nested(name)]
+        if depth < SUMMARY_DEPTH:
+            found += [
+                (node, depth + 1) for node in (defs.methods if method else defs.functions)(name) if summarisable(node)
+            ]
+        return found
+
+    def _imported_path(self, name: str, method: bool, depth: int) -> str | None:
+        key = (name, method, depth)
+        if key not in self._paths:
+            imported = None if method or depth >= SUMMARY_DEPTH or not self._path else self._defs.imported.get(name)
+            self._paths[key] = _project_module(self._path, *imported[:2]) if imported is not None else None
+        return self._paths[key]
+
+    def may_summarise(self, name: str, method: bool, depth: int) -> bool:
+        """Whether the analysis may summarise the call (decided without reading another module)."""
+        key = (name, method, depth)
+        if key not in self._summarised:
+            self._summarised[key] = bool(self._candidates(*key)) or self._imported_path(*key) is not None
+        return self._summarised[key]
+
+    def _flow(self, node: Def, depth: int) -> _Flow:
+        """A flow over a def at `depth`, from its walk (one per def, shared with the rough twin).
+        Flows are not kept: one refers to its helpers, and the cycle would outlive the file."""
+        walk = self._walks.get(id(node))
+        if walk is None:
+            walk = self._walks[id(node)] = _walk(node)
+        return _Flow(node, self._defs.imports, self, depth, walk)
+
+    def passing(self, name: str, method: bool, depth: int) -> list[_Passing] | None:
+        """What each def the call may run does with its arguments (None: not known, so anything: an
+        imported helper, to the rough twin, or a helper calling itself)."""
+        key = (name, method, depth)
+        if key not in self._passings:
+            self._passings[key] = None  # recursion: a helper calling itself passes anything on
+            found: list[_Passing] | None = [
+                _Passing.of(node, self._flow(node, at)) for node, at in self._candidates(*key)
+            ]
+            path = self._imported_path(*key)
+            if path is not None:
+                other = None if self._rough else _imported_helpers(path)
+                imported = other.passing(self._defs.imported[name][2], False, depth) if other is not None else None
+                found = None if imported is None or found is None else found + imported
+            self._passings[key] = found
+        if self._passings[key] is None and self._rough and self._imported_path(*key) is not None:
+            self.guessed = True
+        return self._passings[key]
+
+    def flags(self, name: str, method: bool, depth: int) -> int:
+        """What the call may return, as flow flags (0: not summarised, or only fresh values)."""
+        key = (name, method, depth)
+        if key not in self._known:
+            self._known[key] = 0  # a helper calling itself adds nothing to itself
+            guessed, self.guessed = self.guessed, False
+            self._known[key] = self._decide(*key)
+            if self.guessed:
+                self._guesses.add(key)
+            self.guessed = guessed or self.guessed
+        elif key in self._guesses:
+            self.guessed = True  # asked again: still a guess
+        return self._known[key]
+
+    def _decide(self, name: str, method: bool, depth: int) -> int:
+        flags = 0
+        for node, at in self._candidates(name, method, depth):
+            flags |= self._flow(node, at).return_flags()
+        path = self._imported_path(name, method, depth)
+        if path is not None and self._rough:
+            self.guessed = True
+            flags |= ALL
+        elif path is not None:
+            other = _imported_helpers(path)
+            flags |= other.flags(self._defs.imported[name][2], False, depth) if other is not None else 0
+        return flags
+
+
+_PROJECT_MODULES: dict[tuple[str, str, int], str | None] = {}
+
+
+def _project_module(path: str, module: str, level: int) -> str | None:
+    """`find_module`, remembered per importing directory."""
+    key = (os.path.dirname(os.path.abspath(path)), module, level)
+    if key not in _PROJECT_MODULES:
+        _PROJECT_MODULES[key] = find_module(path, module, level)
+    return _PROJECT_MODULES[key]
+
+
+# The helpers of the project's other modules, as this process read them, by path and stamp (each
+# remembers what it decided, name by name): the last `_LOADED_KEPT` modules.
+_LOADED: collections.OrderedDict[tuple[str, tuple[int, int]], _Helpers | None] = collections.OrderedDict()
+_LOADED_KEPT = 1024
+
+
+def _imported_helpers(path: str) -> _Helpers | None:
+    """Another module of the project, read lazily (`_LazyDefs`); None if it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, (st.st_mtime_ns, st.st_size))
+    if key in _LOADED:
+        _LOADED.move_to_end(key)
+        return _LOADED[key]
+    try:
+        with open(path, "rb") as handle:
+            helpers: _Helpers | None = _Helpers(_LazyDefs(handle.read().decode("utf-8")), path)
+    except (OSError, UnicodeDecodeError, *_PARSE_ERRORS):
+        helpers = None
+    _LOADED[key] = helpers
+    if len(_LOADED) > _LOADED_KEPT:
+        _LOADED.popitem(last=False)
+    return helpers
+
+
+@dataclasses.dataclass(frozen=True)
+class _Passing:
+    """What one def does with its parameters, for `_Flow`'s storage: which of them its returns may
+    hold (or hold attributes of), and which it writes into (or rebinds to a container, which the
+    analysis applies to the caller's argument too: a summary's effects are per parameter)."""
+
+    params: tuple[str, ...]  # in the order `analysis._parameters` binds them
+    reaching: frozenset[str]
+    written: frozenset[str]
+
+    @property
+    def reads_self(self) -> bool:
+        return bool(self.params) and self.params[0] in self.reaching
+
+    @property
+    def writes_self(self) -> bool:
+        return bool(self.params) and self.params[0] in self.written
+
+    @classmethod
+    def of(cls, node: ast.FunctionDef | ast.AsyncFunctionDef, flow: _Flow) -> _Passing:
+        params = tuple(a.arg for a in _parameters(node.args))
+        flow._settle_storage()
+        assert flow._store is not None
+        returned = _union(flow._storage(value) for value in flow.own_returns(node))
+        reaching = frozenset(p for p in params if _holds(returned, p))
+        names = [*flow._store, *flow._mutated]
+        written = frozenset(p for p in params if any(name == p or name.startswith(p + ".") for name in names))
+        return cls(params, reaching, written)
+
+
+def _holds(tokens: frozenset[Token], name: str) -> bool:
+    """Whether `tokens` may hold `name`'s value or one of its attributes."""
+    prefix = name + "."
+    for token in tokens:
+        named = _named(token)
+        if type(named) is str and (named == name or named.startswith(prefix)):
+            return True
+    return False
