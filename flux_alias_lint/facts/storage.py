@@ -116,3 +116,7 @@ CONTAINER_MUTATORS = frozenset(
 CONTAINER_EVIDENCE = frozenset(name for name, row in CONTAINER_METHODS.items() if row.shows_a_container)
 # The mutator given a mapping (`x.update({...})`, `x.update(k=v)`) makes its receiver a dict.
 MAPPING_UPDATE = next(name for name, row in CONTAINER_METHODS.items() if row.updates is Updates.ADDS_ENTRIES)
+# A loop over a dict's entries takes them by key (`for k in d`, `for k in d.keys()`) or as (key, entry)
+# pairs (`for k, v in d.items()`): the no-argument methods giving each.
+KEYS_METHOD = "keys"
+KEY_ENTRY_PAIRS_METHOD = next(name for name, row in CONTAINER_METHODS.items() if row.gives is Gives.KEY_ENTRY_PAIRS)
