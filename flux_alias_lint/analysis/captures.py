@@ -8,7 +8,7 @@ captured is kept in the environment itself (under keys no name can be), so branc
 captures apart as they keep names apart, and a capture made after a write is never changed by it.
 
 Two writers change a capture: an in-place write later in the same function (`x *= k`, `x.mul_(k)`,
-see `aliasing.writes_in_place`) to storage a captured alias overlaps, and the rescale of the returned
+see `facts.tensor_ops.writes_in_place`) to storage a captured alias overlaps, and the rescale of the returned
 loss by whoever calls the function (only a finding where the project shows Megatron or an in-place
 caller doing it: `proof_needed`). The returned loss is the first element of a returned `(loss,
 report)`, or a bare returned value, which only a reach of its own proves rescaled (`whole_return`:

@@ -30,7 +30,7 @@ class Token(tuple):
     __slots__ = ()
 
     def indexed(self, *indices: object) -> Token:
-        """This storage's part at `indices` (constant keys; a helper's storage, for a `Site`)."""
+        """This storage's part at the constant `indices`."""
         return tuple.__new__(type(self), self + indices)
 
     def prefix(self, length: int) -> Token:

@@ -172,7 +172,7 @@ NUMBER_METHODS: frozenset[str] = frozenset({"item", "numel", "dim", "ndimension"
 NUMBER_WITHOUT_ARGUMENTS: frozenset[str] = frozenset({"type"})
 # Methods only a `torch.Tensor` has (numpy, str, list and dict have none of them): a value one of
 # them was called on, or that one of them made, is a tensor in any module. In a module that imports
-# torch, any call or arithmetic on a value that may be a tensor counts too (see `analysis.py`).
+# torch, any call or arithmetic on a value that may be a tensor counts too (see `analysis/calls.py`).
 TENSOR_METHODS: frozenset[str] = frozenset(
     {
         "backward",
