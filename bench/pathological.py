@@ -20,9 +20,10 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from flux_alias_lint.analysis import _MIN_WORK, _WORK_PER_STATEMENT, ModuleAnalysis, Work
+from flux_alias_lint.analysis import ModuleAnalysis, Work
+from flux_alias_lint.analysis.statements import _MIN_WORK, _WORK_PER_STATEMENT
+from flux_alias_lint.analysis.values import _MAX_ALIASES
 from flux_alias_lint.lint import check_source
-from flux_alias_lint.values import _MAX_ALIASES
 
 # Past its budget (_WORK_PER_STATEMENT per statement), a function's statements are analysed at most
 # (enclosing loops + 1) times more; the factor 2 covers the loops already under way when it degrades.

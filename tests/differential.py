@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from flux_alias_lint.analysis import render_path
+from flux_alias_lint.analysis.values import render_path
 from flux_alias_lint.harness import megatron_rescale
 from flux_alias_lint.harness.captures import CaptureWatch
 from flux_alias_lint.lint import check_source, fix_source

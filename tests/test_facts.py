@@ -16,7 +16,9 @@ import pytest
 from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint import check_source, triage
+from flux_alias_lint.analysis import calls as analysis_calls
 from flux_alias_lint.facts.storage import BUILTINS, CONTAINER_METHODS, Gives, Updates
+from flux_alias_lint.triage import calls as triage_calls
 
 HEAD = "import collections\nimport copy\nfrom collections import OrderedDict, defaultdict\n\n"
 
@@ -71,6 +73,26 @@ def test_every_row_has_a_case_and_a_doc() -> None:
     assert set(BUILTIN_CASES) == set(BUILTINS)
     assert set(METHOD_CASES) == set(CONTAINER_METHODS)
     assert all(row.doc for row in [*BUILTINS.values(), *CONTAINER_METHODS.values()])
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        analysis_calls.GIVES,
+        analysis_calls.UPDATES,
+        triage_calls.FLAG_GIVES,
+        triage_calls.STORAGE_GIVES,
+        triage_calls.FLAG_UPDATES,
+        triage_calls.STORAGE_UPDATES,
+    ],
+)
+def test_every_row_has_a_transfer_in_both_interpreters(table: dict) -> None:
+    """Each interpreter's transfer tables cover every member the rows use, and nothing else."""
+    kind = type(next(iter(table)))
+    used = {row.gives for row in [*BUILTINS.values(), *CONTAINER_METHODS.values()]} if kind is Gives else set()
+    used |= {row.updates for row in CONTAINER_METHODS.values()} if kind is Updates else set()
+    assert used <= set(table) == set(kind)
+    assert all(callable(transfer) for transfer in table.values())
 
 
 @pytest.mark.parametrize("name", sorted({**BUILTIN_CASES, **METHOD_CASES}))

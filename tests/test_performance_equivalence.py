@@ -504,7 +504,7 @@ def test_triage_mirrors_the_analysis_it_approximates() -> None:
     and container mutators are shared: both read `facts.storage.MAPPING_CONSTRUCTORS`, `CONTAINER_MUTATORS`)."""
     from flux_alias_lint import analysis
 
-    handlers = {name for name in vars(analysis.ModuleAnalysis) if name.startswith("_eval_")}
+    handlers = {name for name in dir(analysis.ModuleAnalysis) if name.startswith("_eval_")}
     assert handlers == {
         "_eval_Name", "_eval_Attribute", "_eval_Subscript", "_eval_slice", "_eval_Tuple", "_eval_List",
         "_eval_Dict", "_eval_IfExp", "_eval_BooleanOperation", "_eval_NamedExpr", "_eval_BinaryOperation",

@@ -13,7 +13,7 @@ AUGMENTED_OPERATORS = ("+=", "-=", "*=", "/=", "//=", "%=", "**=", "@=", "&=", "
 
 # The operations code applies to keep a value for later (a metric, a log line): a detach or a conversion
 # (`.detach()`, `.cpu()`, `.float()`, `torch.as_tensor`). `.data` and views share storage on purpose
-# (a buffer and its parts), and are no such sign (`captures.py`).
+# (a buffer and its parts), and are no such sign (`analysis/captures.py`).
 KEEPING_KINDS: frozenset[AliasKind] = frozenset({AliasKind.DETACH, AliasKind.MAY_RETURN_SELF})
 KEEPING_NAMES: frozenset[str] = (
     DETACH_METHODS | MAY_RETURN_SELF_METHODS | {name for name, kind in TORCH_FUNCTIONS.items() if kind in KEEPING_KINDS}

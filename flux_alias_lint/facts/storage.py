@@ -128,3 +128,7 @@ CONTAINER_CONSTRUCTORS = frozenset(
     for name, row in BUILTINS.items()
     if row.gives in (Gives.MAPPING, Gives.SEQUENCE_OF_ELEMENTS, Gives.UNTRACKED_CONTAINER)
 )
+# A loop over a dict's entries takes them by key (`for k in d`, `for k in d.keys()`) or as (key, entry)
+# pairs (`for k, v in d.items()`): the no-argument methods giving each.
+KEYS_METHOD = "keys"
+KEY_ENTRY_PAIRS_METHOD = next(name for name, row in CONTAINER_METHODS.items() if row.gives is Gives.KEY_ENTRY_PAIRS)

@@ -97,6 +97,26 @@ MAY_RETURN_SELF_METHODS: frozenset[str] = frozenset(
 
 # `x.to(..., copy=True)`: a conversion that always copies, whatever dtype and device it is given.
 COPY_KEYWORD = "copy"
+# `torch.zeros(n, dtype=torch.bfloat16)`, `x.to(dtype=...)`: the keyword a dtype is given by.
+DTYPE_KEYWORD = "dtype"
+# Conversions given their dtype as an argument (`x.to(torch.float16)`, `x.type(torch.float64)`), and
+# those given a tensor whose dtype they take (`x.to(other)`, `x.type_as(other)`).
+DTYPE_ARGUMENT_METHODS: frozenset[str] = frozenset({"to", "type"})
+DTYPE_OF_ARGUMENT_METHODS: frozenset[str] = frozenset({"to", "type_as"})
+# Copies with their receiver's dtype (other methods' results are of a dtype not known).
+DTYPE_KEEPING_COPIES: frozenset[str] = frozenset({"clone"})
+# `torch.stack([a, b])`: a new tensor with one row of dimension 0 per tensor of the list it is given.
+STACKING_FUNCTIONS: frozenset[str] = frozenset({"stack"})
+# Decorators a function runs without gradients under (`@torch.no_grad()`): it has nothing to backpropagate.
+GRADLESS_DECORATORS: frozenset[str] = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.no_grad",
+        "torch.autograd.grad_mode.no_grad",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
 
 # View methods with no ``torch.<name>`` function of the same meaning.
 _METHOD_ONLY_VIEWS: frozenset[str] = frozenset(
@@ -152,7 +172,7 @@ NUMBER_METHODS: frozenset[str] = frozenset({"item", "numel", "dim", "ndimension"
 NUMBER_WITHOUT_ARGUMENTS: frozenset[str] = frozenset({"type"})
 # Methods only a `torch.Tensor` has (numpy, str, list and dict have none of them): a value one of
 # them was called on, or that one of them made, is a tensor in any module. In a module that imports
-# torch, any call or arithmetic on a value that may be a tensor counts too (see `analysis.py`).
+# torch, any call or arithmetic on a value that may be a tensor counts too (see `analysis/calls.py`).
 TENSOR_METHODS: frozenset[str] = frozenset(
     {
         "backward",

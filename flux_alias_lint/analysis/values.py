@@ -1,4 +1,4 @@
-"""The values the abstract interpreter computes (`analysis.py`, `captures.py`): storage tokens, the
+"""The values the abstract interpreter computes (`analysis/`): storage tokens, the
 chains of alias operations from a storage to a value, containers and their entries, and joins.
 
 Two aliases overlap when they may share memory (`_overlap`); the most doubtful operation between
@@ -13,14 +13,98 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from .facts.tensor_ops import AliasKind
-
-# A storage token: a root (an allocation site, a parameter, a free name) plus the
-# constant indices taken from it. ``x[0]`` and ``x[1]`` never overlap; ``x`` and ``x[0]`` do.
-Token = tuple
-
+from ..facts.tensor_ops import AliasKind
 
 Key = str | int | None  # a container key; None = unknown
+
+
+class Token(tuple):
+    """A storage token: a root (`Param`, `Free`, `Site`, `Item`: where the storage comes from), then
+    the constant indices taken from it. ``x[0]`` and ``x[1]`` never overlap; ``x`` and ``x[0]`` do.
+
+    A flat tuple, hashed and compared in C where alias sets are built. Its first element is its
+    class, so tokens of different roots never compare equal; `_overlap` compares prefixes, and a
+    prefix of a token (what `_merge_aliases` keeps of several) is still a token of its class.
+    """
+
+    __slots__ = ()
+
+    def indexed(self, *indices: object) -> Token:
+        """This storage's part at the constant `indices`."""
+        return tuple.__new__(type(self), self + indices)
+
+    def prefix(self, length: int) -> Token:
+        return tuple.__new__(type(self), self[:length])
+
+    def __repr__(self) -> str:
+        return type(self).__name__ + repr(tuple(self[1:]))
+
+
+class Param(Token):
+    """What parameter `name` of the def with id `function` holds when the def is entered."""
+
+    __slots__ = ()
+
+    def __new__(cls, function: int, name: str) -> Param:
+        return tuple.__new__(cls, (cls, function, name))
+
+    @property
+    def function(self) -> int:
+        return self[1]
+
+    @property
+    def name(self) -> str:
+        return self[2]
+
+    @property
+    def indices(self) -> tuple[object, ...]:
+        return self[3:]
+
+
+class Free(Token):
+    """What a name (or dotted name) not bound in the function holds: a global, a builtin, `self.x`."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str) -> Free:
+        return tuple.__new__(cls, (cls, name))
+
+    @property
+    def name(self) -> str:
+        return self[1]
+
+
+class Site(Token):
+    """An allocation at the node with id `node`, in the given pass of each enclosing loop: what one
+    iteration allocates is never what the next allocates there. `within`: the storage a summarised
+    helper allocated (its token), allocated anew at each call (`node`)."""
+
+    __slots__ = ()
+
+    def __new__(cls, node: int, passes: tuple[int, ...], within: Token | None = None) -> Site:
+        return tuple.__new__(cls, (cls, node, passes) if within is None else (cls, node, passes, within))
+
+    @property
+    def node(self) -> int:
+        return self[1]
+
+
+class Item(Token):
+    """The entry at `key` (None: any) of the mapping with storage `base` (`batch["labels"]`): the
+    same key read twice is the same object, and it shares nothing with the mapping itself."""
+
+    __slots__ = ()
+
+    def __new__(cls, base: Token, key: Key) -> Item:
+        return tuple.__new__(cls, (cls, base, key))
+
+    @property
+    def base(self) -> Token:
+        return self[1]
+
+    @property
+    def key(self) -> Key:
+        return self[2]
 
 
 class Field(str):
@@ -93,7 +177,7 @@ class Alias:
         return any(op.kind is AliasKind.DETACH for op in self.ops)
 
     def derive(self, op: Op, node: cst.BaseExpression, index: Key | None = None, fixable: bool = True) -> Alias:
-        token = self.token if index is None else self.token + (index,)
+        token = self.token if index is None else self.token.indexed(index)
         ops = self.ops + (op,)
         if len(ops) > _MAX_OPS:  # `r = r.view(-1)` repeated: the chain stops growing
             tail = ops[_MAX_OPS - 1 :]
@@ -247,7 +331,7 @@ def _merge_aliases(aliases: frozenset[Alias]) -> frozenset[Alias]:
         return aliases  # distinct storages: nothing to merge (and no set to rebuild, which rehashes)
     merged = []
     for group in several:
-        token = _common_prefix([a.token for a in group])
+        token = group[0].token.prefix(len(_common_prefix([a.token for a in group])))
         ops = _common_prefix([a.ops for a in group])
         tails = [a.ops[len(ops) :] for a in group]
         if any(tails):
@@ -366,6 +450,21 @@ def _leaves(val: Val, path: tuple[Key, ...] = ()) -> Iterator[tuple[tuple[Key, .
         yield path, val
     for key, item in val.items:
         yield from _leaves(item, path + (key,))
+
+
+def _as_mapping(param: Val) -> Val:
+    """A helper's parameter used as a container: its entries are the caller's, looked up at the call."""
+    entries = Val(frozenset(Alias(Item(a.token, None), (), None, True, a.via_record) for a in param.aliases))
+    return Val(param.aliases, container="dict", items=((None, entries),))
+
+
+def _into_record(val: Val) -> Val:
+    """`val` as a record's field holds it: every storage in it marked `via_record`."""
+    return dataclasses.replace(
+        val,
+        aliases=frozenset(dataclasses.replace(a, via_record=True) for a in val.aliases),
+        items=tuple((k, _into_record(v)) for k, v in val.items),
+    )
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:

@@ -8,7 +8,7 @@ captured is kept in the environment itself (under keys no name can be), so branc
 captures apart as they keep names apart, and a capture made after a write is never changed by it.
 
 Two writers change a capture: an in-place write later in the same function (`x *= k`, `x.mul_(k)`,
-see `aliasing.writes_in_place`) to storage a captured alias overlaps, and the rescale of the returned
+see `facts.tensor_ops.writes_in_place`) to storage a captured alias overlaps, and the rescale of the returned
 loss by whoever calls the function (only a finding where the project shows Megatron or an in-place
 caller doing it: `proof_needed`). The returned loss is the first element of a returned `(loss,
 report)`, or a bare returned value, which only a reach of its own proves rescaled (`whole_return`:
@@ -22,14 +22,17 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from .facts.reports import KEEPING_KINDS
-from .facts.tensor_ops import DETACH_ATTRIBUTES, AliasKind
-from .rules import CAPTURE_CODE
+from ..facts.reports import KEEPING_KINDS
+from ..facts.tensor_ops import DETACH_ATTRIBUTES, AliasKind
+from ..rules import CAPTURE_CODE
 from .values import (
     Alias,
     Env,
+    Free,
     Key,
+    Param,
     RawFinding,
+    Site,
     Val,
     _leaves,
     _overlap,
@@ -65,7 +68,7 @@ class CaptureTracking:
         function = self._functions[-1]
         if name in self._closure_names.get(id(function), frozenset()):
             return True
-        return any(a.token[0] in ("param", "free") and not a.ops for a in env[name].aliases)
+        return any(isinstance(a.token, (Param, Free)) and not a.ops for a in env[name].aliases)
 
     def _enter_function(self, node: cst.FunctionDef | cst.Lambda, closure: Env, params: list[str]) -> None:
         """Note the closure variables of a nested def: the enclosing names it reads and never rebinds."""
@@ -203,7 +206,7 @@ class CaptureTracking:
 def _allocated_at_entry(alias: Alias) -> bool:
     """A report entry made right where it is stored (`{"buf": torch.zeros(n)}`): writes to it are
     the report's own (`report["buf"].add_(x)`), not a change to a value it kept."""
-    return not alias.ops and alias.token[0] == "site" and alias.token[1] == id(alias.entry)
+    return not alias.ops and isinstance(alias.token, Site) and alias.token.node == id(alias.entry)
 
 
 def _kept(alias: Alias) -> bool:

@@ -1,0 +1,256 @@
+"""Summaries of the project's own functions: what a call of a nested def, a function of the file or
+of the project, or a method of `self` gives and leaves, in terms of its parameters, and that summary
+put in the caller's terms at each call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import libcst as cst
+
+from ..facts.policy import SUMMARY_DEPTH
+from ..facts.tensor_ops import AliasKind
+from ..library import Definition, Library
+from .statements import _MIN_WORK, _WORK_PER_STATEMENT, Work, _Loop, _statement_count
+from .values import (
+    IMMUTABLE,
+    Alias,
+    Env,
+    Field,
+    Free,
+    Item,
+    Param,
+    Site,
+    Val,
+    _into_record,
+    dotted_name,
+    join_all,
+    join_envs,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What a call of `node` gives, in terms of its parameters' storage tokens, and what it leaves in
+    the names rooted at its parameters (`report` after `report[k] = v`, `self.last`)."""
+
+    params: tuple[str, ...]
+    node: cst.FunctionDef
+    returns: Val
+    effects: dict[str, Val]
+
+
+class Summaries:
+    """Mixin of `ModuleAnalysis`: a call's summary, computed once per def, and applied at each call."""
+
+    def _call_summarised(self, func: cst.BaseExpression, node: cst.Call, env: Env) -> Val | None:
+        """A call of a nested def, a function of this file, a method of `self`, or a function imported
+        from the project: what its summary says (None: not one of those, or no summary)."""
+        receiver: tuple[Val, str | None] | None = None
+        summary: Summary | None = None
+        if isinstance(func, cst.Name) and func.value in env:
+            nested = env[func.value].function
+            if nested is not None:
+                summary = self._summary(nested, env)
+        elif self.library is not None and len(self._summary_stack) < SUMMARY_DEPTH:
+            if isinstance(func, cst.Name):
+                definition = self.library.function(func.value)
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                definition = self.library.method(func.attr.value, self._self_class())
+                receiver = (self._eval(func.value, env), "self")
+            else:
+                definition = None
+            if definition is not None:
+                summary = self._library_summary(definition)
+        if summary is None:
+            return None
+        return self._apply_summary(summary, node, receiver, env)
+
+    def _self_class(self) -> str | None:
+        """The class `self` is an instance of where the code runs: the summarised method's, or the one
+        around the function being checked (None: not known, so a method name must be unique)."""
+        if self._owner is not None or self.library is None or self.line_of is None:
+            return self._owner
+        unit = self._functions[0] if self._functions else None
+        return self.library.class_at(self.line_of(unit.name)) if isinstance(unit, cst.FunctionDef) else None
+
+    def _library_summary(self, definition: Definition) -> Summary | None:
+        cache = definition.library.summaries
+        key = id(definition.node)
+        if key not in cache:
+            cache[key] = None  # recursion: a function calling itself gets no summary of itself
+            analysis = type(self)(definition.module, definition.library, definition.library.imports())
+            analysis._summary_stack = [*self._summary_stack, key]
+            analysis._owner = definition.owner
+            cache[key] = analysis._summary(definition.node, {})
+        found = cache[key]
+        return found if isinstance(found, Summary) else None
+
+    def _summary(self, node: cst.FunctionDef, closure: Env) -> Summary | None:
+        """How `node`'s return value and its effects on its parameters relate to its parameters."""
+        key = id(node)
+        if key in self._summaries:
+            return self._summaries[key]
+        self._summaries[key] = None  # recursion-safe: a call back into it is an unknown call
+        saved = (self._summarising, self._collected, self._loops, self._paths, self._work_limit)
+        self._summarising, self._collected, self._loops, self._paths = node, [], [], 1
+        self._work_limit = self.work.statements + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
+        env: Env = dict(closure)
+        params = self._bind_parameters(node, env)
+        initial = {name: env[name] for name in params}
+
+        self._functions.append(node)
+        try:
+            end = self._exec_block(node.body.body, env)
+        finally:
+            self._functions.pop()
+            collected = self._collected
+            self._summarising, self._collected, self._loops, self._paths, self._work_limit = saved
+        if end is not None:
+            collected.append((IMMUTABLE, end))  # falling off the end returns None
+        if not collected:
+            return None
+        returns = join_all([val for val, _ in collected])
+        final = join_envs([e for _, e in collected]) or {}
+        effects = {
+            name: val
+            for name, val in final.items()
+            if (name in initial and val is not initial[name] and val.items)
+            or ("." in name and name.partition(".")[0] in initial)
+        }
+        summary = Summary(tuple(params), node, returns, effects)
+        self._summaries[key] = summary
+        return summary
+
+    def _apply_summary(
+        self, summary: Summary, node: cst.Call, receiver: tuple[Val, str | None] | None, env: Env
+    ) -> Val:
+        """The call's value, its arguments put in for the summary's parameters; the effects on
+        arguments (`report[k] = ...`, `self.last = ...`) applied to the caller's names."""
+        params = list(summary.params)
+        bound: dict[str, tuple[Val, str | None]] = {}
+        if receiver is not None and params:
+            bound[params.pop(0)] = receiver
+        position = 0
+        for arg in node.args:
+            val = self._eval(arg.value, env)
+            if arg.keyword is not None:
+                bound[arg.keyword.value] = (val, dotted_name(arg.value))
+            elif arg.star == "" and position < len(params):
+                bound[params[position]] = (val, dotted_name(arg.value))
+                position += 1
+        result = self._substitute(summary.returns, bound, node, summary.node, env)
+        for name, effect in summary.effects.items():
+            head, _, rest = name.partition(".")
+            owner = bound.get(head, (None, None))[1]
+            if owner is None:
+                continue
+            new = self._substitute(effect, bound, node, summary.node, env)
+            current = env.get(owner)
+            if rest and current is not None and current.container == "record" and "." not in rest:
+                env[owner] = current.with_item(
+                    Field(rest), _into_record(new), strong=False
+                )  # `report.lm = ...` in a helper
+                continue
+            if rest:
+                env[f"{owner}.{rest}"] = new
+                continue
+            current = env.get(owner)
+            if current is not None and (current.container or not current.aliases):
+                merged = current if current.container else dataclasses.replace(current, container=new.container)
+                for key, item in new.items:
+                    merged = merged.with_item(key, item, strong=False)
+                env[owner] = merged
+        return result
+
+    def _substitute(
+        self, val: Val, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
+    ) -> Val:
+        """A value of the summary in the caller's terms: parameters become the arguments, what the
+        helper allocated becomes an allocation at the call (a new one per call site)."""
+        parts = [self._substitute_alias(alias, bound, call, helper, env) for alias in val.aliases]
+        if val.container or val.items or val.immutable or not parts:
+            items = tuple((k, self._substitute(v, bound, call, helper, env)) for k, v in val.items)
+            parts.append(
+                Val(
+                    container=val.container,
+                    items=items,
+                    immutable=val.immutable,
+                    dtype=val.dtype,
+                    length=val.length,
+                    tensor=val.tensor,
+                )
+            )
+        return join_all(parts)
+
+    def _substitute_alias(
+        self, alias: Alias, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
+    ) -> Val:
+        token = alias.token
+        if isinstance(token, Param) and token.function == id(helper):
+            base = bound.get(token.name, (Val(), None))[0]
+            suffix = token.indices
+            if not alias.ops and not suffix:
+                return base  # passed straight through: the caller's own value, where the caller wrote it
+            # The helper took a view or a detach of an argument: the fix copies the argument where the
+            # caller passes it (its entry), since the helper's own code may be shared or out of reach.
+            derived = frozenset(
+                Alias(b.token.indexed(*suffix), b.ops + alias.ops, b.entry, b.fixable, b.via_record or alias.via_record)
+                for b in base.aliases
+            )
+            keeps_dtype = all(op.kind in (AliasKind.DETACH, AliasKind.VIEW) for op in alias.ops)
+            tensor = base.tensor or any(op.kind is not AliasKind.VIEW for op in alias.ops)
+            same_shape = all(op.kind is AliasKind.DETACH for op in alias.ops)
+            dtype, length = base.dtype if keeps_dtype else None, base.length if same_shape else None
+            return Val(derived, dtype=dtype, length=length, tensor=tensor)
+        if isinstance(token, Item):
+            inner = self._substitute_alias(Alias(token.base), bound, call, helper, env)
+            if inner.container:
+                return inner.item(token.key)
+            return Val(
+                frozenset(
+                    Alias(Item(b.token, token.key), alias.ops, None, True, b.via_record or alias.via_record)
+                    for b in inner.aliases
+                )
+            )
+        if isinstance(token, Free):
+            head, _, rest = token.name.partition(".")
+            owner = bound.get(head, (None, None))[1]
+            if owner is not None and rest and f"{owner}.{rest}" in env:
+                return env[f"{owner}.{rest}"]  # `self.last`, set by the caller before the call
+            if owner is not None and rest:
+                return Val(frozenset({Alias(Free(f"{owner}.{rest}"), alias.ops, None, True, alias.via_record)}))
+        # Allocated inside the helper (or a global of its module): a new object at each call site,
+        # with no expression in the caller to put a copy after.
+        return Val(frozenset({Alias(Site(id(call), self._passes, token), alias.ops, None, False, alias.via_record)}))
+
+    def _is_summarised_parameter(self, val: Val) -> bool:
+        """A parameter of the helper being summarised (never a container of the caller's own)."""
+        return (
+            self._summarising is not None
+            and bool(val.aliases)
+            and all(
+                isinstance(a.token, Param) and a.token.function == id(self._summarising) and not a.ops
+                for a in val.aliases
+            )
+        )
+
+    # Provided by the other parts of `ModuleAnalysis`.
+    _collected: list[tuple[Val, Env]]
+    _functions: list[cst.FunctionDef | cst.Lambda]
+    library: Library | None
+    line_of: Callable[[cst.CSTNode], int] | None
+    _loops: list[_Loop]
+    _owner: str | None
+    _passes: tuple[int, ...]
+    _paths: int
+    _summaries: dict[int, Summary | None]
+    _summarising: cst.FunctionDef | None
+    _summary_stack: list[int]
+    work: Work
+    _work_limit: int
+    _bind_parameters: Callable[[cst.FunctionDef | cst.Lambda, Env], list[str]]
+    _eval: Callable[[cst.BaseExpression, Env], Val]
+    _exec_block: Callable[[Sequence[cst.CSTNode], Env | None], Env | None]
