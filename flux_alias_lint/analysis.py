@@ -40,7 +40,8 @@ from .aliasing import (
     writes_in_place,
 )
 from .captures import CAPTURED, WRITTEN, CaptureTracking
-from .evidence import Declared, declared, declared_returns_of, declares_no_count
+from .evidence import Declared, declared, declares_no_count
+from .index.symbols import declared_returns_of
 from .library import Definition, Library
 from .rules import CODE_FOR_KIND
 from .triage import SUMMARY_DEPTH  # how deep library summaries nest (the triage mirrors it)

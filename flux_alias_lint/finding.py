@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .project import UNREACHED, Step
+from .index.reach import UNREACHED, Step
 from .selection import DEFAULT_UNREACHED
 
 ERROR = "error"

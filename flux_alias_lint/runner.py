@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from .finding import Finding
-from .project import Reaches
+from .index.reach import Reaches
 from .rules import CAPTURE_CODE
 from .selection import UNCHECKED, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes

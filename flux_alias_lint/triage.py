@@ -73,7 +73,7 @@ from .aliasing import (
     writes_in_place,
 )
 from .evidence import Declared, declared
-from .project import find_module
+from .index.files import find_module
 
 # Triage on/off: tests switch it off to compare against the full analysis.
 ENABLED = True

@@ -30,7 +30,7 @@ import flux_alias_lint
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
-# A context other than "unreached" (see flux_alias_lint/project.py) ends the line.
+# A context other than "unreached" (see flux_alias_lint/index/reach.py) ends the line.
 # FAL005's path is where the captured value is kept: `report[...]`, `HISTORY[...]`, `state.last_loss`.
 EXPECTED_LINE = re.compile(
     r"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>FAL00[1-5]) (?P<path>[A-Za-z_]\w*(?:\[.+\]|\.\w+)*)"
