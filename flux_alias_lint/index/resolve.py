@@ -4,7 +4,8 @@ A name is resolved the way it is bound where it is used (a closure, a name bound
 lambda, a module-level def, an import of a module of the project), an attribute through `self` (the
 class's methods, its subclasses' overrides, an attribute declared as an instance of a class of the
 project), a call through what it returns (a factory) or calls (a functor's `__call__`), and a
-registry through the functions its decorator files into it.
+registry through the functions its decorator files into it. The other way round, `_callers` finds
+the calls of a function and the functions each passes for one of its parameters.
 """
 
 from __future__ import annotations
