@@ -147,7 +147,7 @@ class Library:
             symbols = Symbols(tree, self.path)
             self._spans, self._classes, self._imports = symbols.members, symbols.classes, symbols.imported
             self._returns, self._module_imports = symbols.returns, symbols.qualified
-            for node in tree.body:  # the first of two classes of a name that is a record stays one
+            for node in tree.body:  # a later class of a record's name that is none leaves it one
                 if isinstance(node, ast.ClassDef):
                     record = _record(node)
                     if record is not None:

@@ -117,22 +117,7 @@ class Symbols:
 
     @functools.cached_property
     def _walk(self) -> list[tuple[Scope, Def, bool, bool]]:
-        """Every def, with the functions and classes around it, whether it is in the body of the
-        innermost of them (or the module's) itself rather than in a block of a statement there, and
-        whether an `except` or `case` block holds it. Lambdas are expressions: not walked."""
-        found: list[tuple[Scope, Def, bool, bool]] = []
-        stack: list[tuple[list[ast.stmt], Scope, bool, bool]] = [(self.tree.body, [], True, False)]
-        while stack:
-            body, scope, direct, held = stack.pop()
-            for node in body:
-                if isinstance(node, _DEFS):
-                    found.append((scope, node, direct, held))
-                    stack.append((node.body, scope + [node], True, held))
-                elif isinstance(node, ast.ClassDef):
-                    stack.append((node.body, scope + [node], True, held))
-                else:
-                    stack.extend((block, scope, False, held or handler) for block, handler in _blocks(node))
-        return found
+        return _defs_in(self.tree.body, into_defs=True)
 
     @functools.cached_property
     def scoped(self) -> list[tuple[Scope, Def]]:
@@ -190,8 +175,8 @@ class Symbols:
         """The return annotations of the defs at module or class level (not in a def, an `except` or a
         `case` block), by name (a name defined twice with different answers: neither)."""
         found: dict[str, Declared | None] = {}
-        for scope, function, _, held in self._walk:
-            if held or any(isinstance(outer, _DEFS) for outer in scope):
+        for _, function, _, held in _defs_in(self.tree.body, into_defs=False):
+            if held:
                 continue
             kind = declared(ast.unparse(function.returns)) if function.returns is not None else None
             found[function.name] = kind if found.get(function.name, kind) is kind else None
@@ -222,6 +207,35 @@ def derived_classes(classes: Mapping[str, ast.ClassDef], name: str) -> list[str]
     return [c for c in classes if c in found]
 
 
+def _defs_in(body: list[ast.stmt], into_defs: bool) -> list[tuple[Scope, Def, bool, bool]]:
+    """Every def in `body` (`into_defs`: also in defs, else at module and class level only), with the
+    functions and classes around it, whether it is in the body of the innermost of them (or the
+    module's) itself rather than in a block of a statement there, and whether an `except` or `case`
+    block holds it. Lambdas are expressions: not walked."""
+    found: list[tuple[Scope, Def, bool, bool]] = []
+    stack: list[tuple[list[ast.stmt], Scope, bool, bool]] = [(body, [], True, False)]
+    while stack:
+        body, scope, direct, held = stack.pop()
+        for node in body:
+            if isinstance(node, _DEFS):
+                found.append((scope, node, direct, held))
+                if into_defs:
+                    stack.append((node.body, scope + [node], True, held))
+            elif isinstance(node, ast.ClassDef):
+                stack.append((node.body, scope + [node], True, held))
+            elif type(node) in _COMPOUND:
+                stack.extend((block, scope, False, held or handler) for block, handler in _blocks(node))
+    return found
+
+
+# The statements holding blocks of statements (`_blocks`): a set, to pass the others by cheaply.
+_COMPOUND = frozenset(
+    kind
+    for kind in vars(ast).values()
+    if isinstance(kind, type) and issubclass(kind, ast.stmt) and {"body", "handlers", "cases"} & set(kind._fields)
+)
+
+
 def _blocks(node: ast.stmt) -> Iterator[tuple[list[ast.stmt], bool]]:
     """The blocks of a compound statement, each with whether an `except` or `case` holds it."""
     for field in ("body", "orelse", "finalbody"):
@@ -240,4 +254,5 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     while stack:
         for node in stack.pop():
             yield node
-            stack.extend(block for block, _ in _blocks(node))
+            if type(node) in _COMPOUND:
+                stack.extend(block for block, _ in _blocks(node))
