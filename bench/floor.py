@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flux_alias_lint.project import python_files  # noqa: E402
+from flux_alias_lint.index.files import python_files  # noqa: E402
 
 
 def _parse(path: str) -> None:

@@ -41,19 +41,9 @@ from pathlib import Path
 
 from . import __version__
 from .finding import Finding
-from .project import (
-    IN_FUNCTION,
-    IN_PLACE_CALLER,
-    MEGATRON,
-    UNREACHED,
-    Evidence,
-    ProjectIndex,
-    Reach,
-    Step,
-    collect_evidence,
-    project_roots,
-    python_files,
-)
+from .index.files import project_roots, python_files
+from .index.project import ProjectIndex, collect_evidence
+from .index.reach import IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, Evidence, Reach, Step
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection

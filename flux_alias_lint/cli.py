@@ -30,11 +30,12 @@ from .config import (
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .finding import ERROR
 from .gitignore import GitIgnore
+from .index.project import ProjectIndex
+from .index.reach import Reaches
 from .noqa import add_noqa
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
 from .progress import phase, progress_wanted, run_summary, track
-from .project import ProjectIndex, Reaches
 from .rules import RULES, UNCHECKED
 from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked, write_fix
 from .selection import UNREACHED_MODES, Layer, Selection

@@ -1,8 +1,9 @@
 """What an annotation says a value is: a Python number or string (never a tensor), a tensor, or unknown.
 
 One reading of annotations for both parsers: the analysis (libcst) passes an annotation's text, the
-triage (CPython's `ast`) reads the return annotations of a whole file, so a call to a function of the
-file declared `-> float` is a number even when the triage hands libcst only the loss function.
+symbol table (`index/symbols.py`, CPython's `ast`) the return annotations of a whole file's defs, so a
+call to a function of the file declared `-> float` is a number even when the triage hands libcst only
+the loss function.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import ast
 import enum
 import functools
-from collections.abc import Iterator
 
 
 class Declared(enum.Enum):
@@ -66,35 +66,6 @@ def _tensor(node: ast.expr) -> bool:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return _tensor(node.left) or _tensor(node.right)
     return _name(node) in _TENSOR_TYPES
-
-
-def declared_returns_of(text: str) -> dict[str, Declared]:
-    """`declared_returns` of a source text ({} if CPython cannot parse it)."""
-    try:
-        return declared_returns(ast.parse(text))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
-
-
-def declared_returns(tree: ast.Module) -> dict[str, Declared]:
-    """The return annotations of the functions and methods defined at module or class level, by name
-    (a name defined twice with different answers: neither)."""
-    found: dict[str, Declared | None] = {}
-    for function in _defs(tree.body):
-        kind = declared(ast.unparse(function.returns)) if function.returns is not None else None
-        found[function.name] = kind if found.get(function.name, kind) is kind else None
-    return {name: kind for name, kind in found.items() if kind is not None}
-
-
-def _defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node
-        elif isinstance(node, ast.ClassDef):
-            yield from _defs(node.body)
-        else:
-            for field in ("body", "orelse", "finalbody"):
-                yield from _defs(getattr(node, field, []) or [])
 
 
 # What Megatron's `(loss, num_tokens, report)` can never have in the middle: it divides the loss by

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .project import UNREACHED, Step
+from .index.reach import UNREACHED, Step
 
 # A finding's severity, as its rule's verdict gives it (`rules/_base.py`).
 ERROR = "error"

@@ -20,10 +20,11 @@ import warnings
 
 import libcst as cst
 
-from .evidence import Declared, declared_returns
-from .project import derived_classes, find_module
+from .evidence import Declared
+from .index.files import find_module
+from .index.symbols import Symbols, derived_classes
 from .source import SourceError, read_bytes
-from .triage.summaries import module_imports, summarisable
+from .triage.summaries import summarisable
 
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
@@ -56,10 +57,10 @@ class Library:
         self.text = text
         self._tree = tree
         self._spans: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
-        self._imports: dict[str, tuple[str, int]] | None = None  # local name -> (dotted target, level)
+        self._imports: dict[str, tuple[str, int, str]] | None = None  # `Symbols.imported`
         self._parsed: dict[str, Definition | None] = {}
         self._others: dict[str, Library | None] = {}
-        self._module_imports: dict[str, str] = {}  # as `ModuleAnalysis._module_imports` reads them
+        self._module_imports: dict[str, str] = {}  # `Symbols.qualified`
         self._returns: dict[str, Declared] | None = None
         self._records: dict[str, Record] = {}
         self._classes: dict[str, ast.ClassDef] = {}  # the module-level classes, by name
@@ -76,7 +77,7 @@ class Library:
         return self._module_imports
 
     def returns(self) -> dict[str, Declared]:
-        """`evidence.declared_returns` of the file."""
+        """`Symbols.returns` of the file."""
         self._definitions()
         assert self._returns is not None
         return self._returns
@@ -123,8 +124,7 @@ class Library:
         found = self._records.get(name)
         if found is not None or self._imports is None or name not in self._imports or not self.path:
             return found
-        dotted, level = self._imports[name]
-        module_name, _, class_name = dotted.rpartition(".")
+        module_name, level, class_name = self._imports[name]
         other = self._module(module_name, level)
         return other._records_of(class_name) if other is not None else None
 
@@ -143,25 +143,15 @@ class Library:
                         tree = ast.parse(self.text)
                     except _PARSE_ERRORS:
                         return self._spans
-            self._tree = None  # only the spans are kept
-            self._returns = declared_returns(tree)
-            for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    self._spans[node.name] = node
-                elif isinstance(node, ast.ClassDef):
-                    self._classes[node.name] = node
-                    for inner in node.body:
-                        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                            self._spans[f"{node.name}.{inner.name}"] = inner
+            self._tree = None  # only what the table gives is kept, not the table or the tree
+            symbols = Symbols(tree, self.path)
+            self._spans, self._classes, self._imports = symbols.members, symbols.classes, symbols.imported
+            self._returns, self._module_imports = symbols.returns, symbols.qualified
+            for node in tree.body:  # a later class of a record's name that is none leaves it one
+                if isinstance(node, ast.ClassDef):
                     record = _record(node)
                     if record is not None:
                         self._records[node.name] = record
-                elif isinstance(node, ast.ImportFrom):
-                    for alias in node.names:
-                        if alias.name != "*":
-                            target = f"{node.module}.{alias.name}" if node.module else alias.name
-                            self._imports[alias.asname or alias.name] = (target, node.level)
-            self._module_imports = dict(module_imports(tree))
         return self._spans
 
     def _local(self, name: str) -> Definition | None:
@@ -190,8 +180,7 @@ class Library:
         target = self._imports.get(head)
         if target is None or not self.path:
             return None
-        dotted, level = target
-        module_name, _, function = dotted.rpartition(".")
+        module_name, level, function = target
         other = self._module(module_name, level)
         return other.function(function + ("." + rest if rest else "")) if other is not None else None
 

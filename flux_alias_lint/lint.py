@@ -14,10 +14,11 @@ import libcst as cst
 from .analysis import RawFinding, analyze_module
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
+from .index.project import ProjectIndex
+from .index.reach import UNREACHED_REACH, Reach, Step
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
-from .project import UNREACHED_REACH, ProjectIndex, Reach, Step
 from .rules import ANALYSIS_RULES, CAPTURE_CODE, RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from .cache import Cache, Stamp, digest_of, reach_key, stamp_of
-from .project import Reaches, real_path
+from .index.files import real_path
+from .index.reach import Reaches
 from .runner import DEFAULT_LIMITS, FileResult, Limits, Mode, process_file, unchecked
 from .selection import Selection
 from .source import SourceError, collections_paused, read_regular

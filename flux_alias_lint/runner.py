@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from .finding import Finding
-from .project import Reaches
+from .index.reach import Reaches
 from .rules import CAPTURE_CODE, INVALID_SYNTAX, UNCHECKED
 from .selection import Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes

@@ -30,10 +30,12 @@ from . import __version__
 from .cache import CACHE_DIR_NAME, project_reached
 from .config import ConfigError, Resolver, selection_for
 from .finding import Finding
+from .index.files import project_root
+from .index.project import ProjectIndex
+from .index.reach import Reaches
 from .lint import check_text, fix_text
 from .noqa import comment_lines, noqa_line, with_noqa
 from .output import context_note
-from .project import ProjectIndex, Reaches, project_root
 from .rules import UNCHECKED
 from .runner import unchecked
 from .selection import Selection

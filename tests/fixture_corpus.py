@@ -32,7 +32,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 # The code is one the analysis reports (the registry's); a context other than "unreached" (see
-# flux_alias_lint/project.py) ends the line.
+# flux_alias_lint/index/reach.py) ends the line.
 # FAL005's path is where the captured value is kept: `report[...]`, `HISTORY[...]`, `state.last_loss`.
 EXPECTED_LINE = re.compile(
     rf"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>{'|'.join(ANALYSIS_RULES)}) "

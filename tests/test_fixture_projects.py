@@ -2,7 +2,7 @@
 and at run time.
 
 Each folder is checked as one project, the way the command line checks a repository: the project index
-(``project.py``) gives each function its context, and calls into the folder's other modules use their
+(``index/``) gives each function its context, and calls into the folder's other modules use their
 summaries. Then the folder's ``loss.py`` goes through megatron-core's real rescale: a positive's
 expected report entries, and only they, move; a negative's report does not. Fixed by ``check --fix``,
 the report no longer moves and the loss and its gradient are unchanged.
@@ -20,8 +20,8 @@ from fixture_corpus import CAPTURE_CODE, PROJECT_LINE, Kind, ProjectCase, projec
 from test_fixtures_runtime import Run, assert_claim, assert_same_training, run_loss_func
 
 from flux_alias_lint.cli import main
+from flux_alias_lint.index.project import ProjectIndex
 from flux_alias_lint.lint import check_text
-from flux_alias_lint.project import ProjectIndex
 from flux_alias_lint.source import decode
 
 PROJECT_CASES = project_cases()

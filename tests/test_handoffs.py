@@ -1,4 +1,4 @@
-"""The table of hand-offs (`flux_alias_lint/handoffs.py`): every entry has its fixture project and
+"""The table of hand-offs (`flux_alias_lint/index/handoffs.py`): every entry has its fixture project and
 docs/context.md lists it, and each fixture's findings are reached the way its entry says (a hand-off call, not
 the forward-step signature guess, unless the entry is that guess)."""
 
@@ -9,8 +9,9 @@ import pathlib
 import pytest
 from fixture_corpus import FIXTURES, ROOT, Kind, ProjectCase
 
-from flux_alias_lint.handoffs import HAND_OFFS, HandOff, Signature
-from flux_alias_lint.project import UNREACHED, ProjectIndex
+from flux_alias_lint.index.handoffs import HAND_OFFS, HandOff, Signature
+from flux_alias_lint.index.project import ProjectIndex
+from flux_alias_lint.index.reach import UNREACHED
 
 
 def _case(entry: HandOff) -> ProjectCase:

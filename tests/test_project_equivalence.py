@@ -15,8 +15,8 @@ from fixture_corpus import project_cases
 from test_project_runs import HELPER, LIST_LOSS, LOSS, TRAIN  # the two-module project of those tests
 
 from flux_alias_lint import parallel, triage
-from flux_alias_lint import project as index_module
 from flux_alias_lint.cli import main
+from flux_alias_lint.index import project as index_module
 
 PROJECT_CASES = project_cases()
 AN_HOUR_AGO = 3600

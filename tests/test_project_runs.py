@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from flux_alias_lint import project as project_module
 from flux_alias_lint.cli import main
+from flux_alias_lint.index import modules as index_modules
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HELPER = 'def make_report(loss):\n    return {"lm loss": loss.detach()}\n'
@@ -363,8 +363,8 @@ def test_stdin_reads_no_other_file(tmp_path: pathlib.Path, monkeypatch, capsys) 
     )
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(code.encode())))
     opened = []
-    real_read = project_module.read_bytes
-    monkeypatch.setattr(project_module, "read_bytes", lambda path, *a: opened.append(path) or real_read(path, *a))
+    real_read = index_modules.read_bytes
+    monkeypatch.setattr(index_modules, "read_bytes", lambda path, *a: opened.append(path) or real_read(path, *a))
     main(["check", "-", "--format", "json", "--no-cache"])
     rows = json.loads(capsys.readouterr().out)
     assert [(r["line"], r["code"], r["context"]) for r in rows] == [(11, "FAL001", "megatron")]

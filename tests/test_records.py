@@ -16,8 +16,8 @@ import pytest
 
 from flux_alias_lint import triage
 from flux_alias_lint.cli import main
+from flux_alias_lint.index.project import ProjectIndex
 from flux_alias_lint.lint import check_text
-from flux_alias_lint.project import ProjectIndex
 from flux_alias_lint.source import decode
 
 HEAD = """\

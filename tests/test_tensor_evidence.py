@@ -15,8 +15,8 @@ import textwrap
 
 import pytest
 
+from flux_alias_lint.index.project import ProjectIndex
 from flux_alias_lint.lint import check_text
-from flux_alias_lint.project import ProjectIndex
 from flux_alias_lint.source import decode
 
 

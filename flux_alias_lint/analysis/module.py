@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 
 import libcst as cst
 
-from ..evidence import Declared, declared, declared_returns_of
+from ..evidence import Declared, declared
+from ..index.symbols import declared_returns_of
 from ..library import Library
 from .calls import Calls
 from .captures import CAPTURED, WRITTEN, CaptureTracking

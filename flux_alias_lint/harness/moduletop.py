@@ -4,7 +4,7 @@ What runs, statement by statement (nothing else at the top level does):
 
 - ``import`` and ``from ... import``, including those inside top-level ``try``/``if`` blocks.
   Names from megatron's ``parallel_state``/``mpu`` answer as a single rank. A module of the
-  project itself (found on disk as the analysis finds it, ``project.find_module``) is not
+  project itself (found on disk as the analysis finds it, ``index.files.find_module``) is not
   imported: its own top level is run by these same rules, when a ``Project`` is given (the
   modules the probed one imports, not what they import in turn). Any
   other module is imported from the installed packages only (not the current directory). A
@@ -35,8 +35,8 @@ from typing import Any
 
 import libcst as cst
 
+from ..index.files import find_module
 from ..library import CLASS_VARIABLES
-from ..project import find_module
 from ._deps import quiet
 from .standins import PARALLEL_STATE_MODULES, Flag, Run, SingleRankParallelState, Stub, single_rank_answer, stub_type
 

@@ -31,8 +31,8 @@ from typing import Any
 import libcst as cst
 
 from ..finding import Finding
+from ..index.reach import MEGATRON
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
-from ..project import MEGATRON
 from ..rules import CAPTURE_CODE
 from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source

@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from ..finding import ERROR, WARNING
-from ..project import IN_PLACE_CALLER, MEGATRON, UNREACHED, Reach
+from ..index.reach import IN_PLACE_CALLER, MEGATRON, UNREACHED, Reach
 
 if TYPE_CHECKING:
     from ..values import RawFinding

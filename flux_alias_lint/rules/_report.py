@@ -10,7 +10,7 @@ from ..facts.tensor_ops import AliasKind
 from ._base import AnalysisRule, consequence
 
 if TYPE_CHECKING:
-    from ..project import Reach
+    from ..index.reach import Reach
     from ..values import RawFinding
 
 # Why any alias in the report is a bug: each rule's documentation says it after its own reason.

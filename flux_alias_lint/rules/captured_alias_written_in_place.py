@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ..project import IN_FUNCTION, UNREACHED, Reach
+from ..index.reach import IN_FUNCTION, UNREACHED, Reach
 from ._base import AnalysisRule, consequence, shortened
 
 if TYPE_CHECKING:

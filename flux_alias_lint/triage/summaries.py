@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from ..evidence import Declared, declared
 from ..facts.policy import SUMMARY_DEPTH
 from ..facts.policy import summarisable as policy_summarisable
-from ..project import find_module
+from ..index.files import find_module
 from .flows import Walk, _Flow, _walk
 from .syntax import _BLOCK_FIELDS, _FUNCTIONS, _PARSE_ERRORS, Def, _parameters, _quiet_parse
 from .values import ALL, Token, _named, _union

@@ -2,7 +2,7 @@
 
 Each entry names a convention the ecosystem writes, says in one paragraph what the index takes as
 evidence of it, and names the fixture project (`fixtures/FAL001/<case>/`, shaped like the real
-thing) that shows it. The index (`project.py`) reads the conventions' data from here; docs/context.md
+thing) that shows it. The index (`index/`) reads the conventions' data from here; docs/context.md
 lists the same entries.
 """
 

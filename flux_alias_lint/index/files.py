@@ -1,0 +1,146 @@
+"""Where a project's files are: its root, its Python files, and the file a module name imports.
+
+The index reads the whole project the checked files belong to (the git work tree, else the
+directory of the nearest `pyproject.toml`), not only the files handed over, so a pre-commit run on
+one file gets the context a whole-tree run gets; the library and the triage find the project's
+modules a file imports the same way (`find_module`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Iterator
+
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox", "build"})
+
+
+def project_root(path: str, known: dict[str, tuple[str | None, str | None]] | None = None) -> str:
+    """The git work tree `path` is in, else the directory of its nearest `pyproject.toml`, else its
+    own directory. `known`: see `_markers_above`."""
+    start = os.path.realpath(path)
+    directory = start if os.path.isdir(start) else os.path.dirname(start)
+    git, pyproject = _markers_above(directory, known)
+    return git or pyproject or directory
+
+
+def _markers_above(
+    directory: str, known: dict[str, tuple[str | None, str | None]] | None = None
+) -> tuple[str | None, str | None]:
+    """(the nearest directory at or above `directory` with a `.git`, the nearest with a
+    `pyproject.toml` when there is no `.git`); `known`: answers for directories already asked,
+    so that sibling directories look at their shared parents once."""
+    known = {} if known is None else known
+    chain: list[str] = []
+    current = directory
+    while current not in known:
+        if os.path.exists(os.path.join(current, ".git")):
+            known[current] = (current, None)
+            break
+        parent = os.path.dirname(current)
+        if parent == current:  # the filesystem's root
+            known[current] = (None, current if os.path.isfile(os.path.join(current, "pyproject.toml")) else None)
+            break
+        chain.append(current)
+        current = parent
+    for below in reversed(chain):
+        git, pyproject = known[os.path.dirname(below)]
+        if git is None and os.path.isfile(os.path.join(below, "pyproject.toml")):
+            pyproject = below
+        known[below] = (git, pyproject)
+    return known[directory]
+
+
+def project_roots(paths: Iterable[str]) -> list[str]:
+    """The projects the files `paths` belong to (`project_root`), each once."""
+    roots: dict[str, str] = {}
+    known: dict[str, tuple[str | None, str | None]] = {}
+    for path in paths:
+        directory = os.path.dirname(os.path.abspath(path))
+        if directory not in roots:
+            roots[directory] = project_root(path, known)
+    return sorted(set(roots.values()))
+
+
+def python_files(root: str) -> Iterator[str]:
+    """Every `*.py` under `root` (real paths), and every script without an extension that starts
+    with a `python` shebang (pre-commit's `types: [python]` hands those over too), skipping VCS,
+    virtualenv and build directories. The directory entries tell files from the rest: no stat per
+    file (a warm run stats each one once, for the index cache's key)."""
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in _SKIP_DIRS and not entry.name.endswith(".egg-info"):
+                        subdirs.append(entry.path)
+                elif (
+                    entry.name.endswith(".py")
+                    and entry.is_file()
+                    or "." not in entry.name
+                    and entry.is_file()
+                    and python_script(entry.path)
+                ):
+                    yield entry.path
+            except OSError:
+                continue
+        stack.extend(reversed(subdirs))
+
+
+def python_script(path: str) -> bool:
+    """A file whose first line is a shebang naming python (`#!/usr/bin/env python3`)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def real_path(path: str) -> str:
+    """`os.path.realpath`, with one lstat for the file instead of one per component of its path:
+    the directories are resolved once each (asked for every file of a run)."""
+    if os.path.islink(path):
+        return os.path.realpath(path)
+    directory, name = os.path.split(path)
+    return os.path.join(_real_directory(directory or os.curdir, os.getcwd()), name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_directory(directory: str, cwd: str) -> str:  # `cwd`: a relative directory means another one there
+    return os.path.realpath(directory)
+
+
+def find_module(importer: str, dotted: str, level: int) -> str | None:
+    """The file of module `dotted` as `importer` imports it (`level`: the dots of a relative import),
+    found the way Python's path would: relative to the importer's package, else from each directory
+    above it up to its project root, then the root's `src/` (so `src/` layouts and nested packages
+    resolve, also from outside `src/`). None: outside
+    the project."""
+    importer = os.path.realpath(importer)
+    parts = dotted.split(".") if dotted else []
+    directory = os.path.dirname(importer)
+    if level:
+        for _ in range(level - 1):
+            directory = os.path.dirname(directory)
+        bases = [directory]
+    else:
+        root = project_root(importer)
+        bases = []
+        while directory == root or directory.startswith(root + os.sep):
+            bases.append(directory)
+            directory = os.path.dirname(directory)
+        bases.append(os.path.join(root, "src"))  # a `src/` layout's packages, from its scripts and tests
+    for base in bases:
+        candidate = os.path.join(base, *parts)
+        for path in (candidate + ".py", os.path.join(candidate, "__init__.py")):
+            if path != importer and os.path.isfile(path):
+                return path
+    return None

@@ -1,0 +1,230 @@
+"""Evidence that follows from a file's own evidence: patches, delegations, a loss returned whole.
+
+A function installed in place of a reached one (`handoffs.PATCH`), one whose `(loss, report)` a
+reached loss function returns (`handoffs.DELEGATED`), and the functions passed for a callable
+parameter whose result a reached loss function returns as its loss (`handoffs.RETURNED_AS_THE_LOSS`).
+Each is found from the file's own evidence, so it is the same whichever other files are collected
+with it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from collections.abc import Iterable, Iterator
+
+from .handoffs import PATCH
+from .modules import text_of
+from .nodes import body_walk, bound_names, last_name, parameters
+from .reach import Key, Reach, stronger
+from .resolve import Resolver
+from .symbols import Symbols
+
+
+class FollowedEvidence(Resolver):
+    """The functions a file's evidence reaches in turn."""
+
+    def _patch_evidence(self, path: str) -> None:
+        """A function installed in place of one this file's evidence reached takes its context, and of
+        any installed in its place in turn (`handoffs.PATCH`). Found from this file's own evidence,
+        so it is the same whichever other files are collected with it."""
+        evidence = self.evidence[path]
+        seen: dict[Key, Reach] = {}
+        at = 0
+        while at < len(evidence):  # grows as replacements are reached
+            key, reach = evidence[at]
+            at += 1
+            if key in seen and not stronger(reach, seen[key]):
+                continue
+            seen[key] = reach
+            for module, scope, site, replacement, what in self._replacements(key):
+                step = self._step(module, site, what)
+                for target_module, target in self._resolve(module, scope, replacement):
+                    self._reach(target_module.path, target, Reach(reach.context, (step, *reach.steps), reach.guessed))
+
+    def _delegated_evidence(self, path: str) -> None:
+        """A reached loss function returning the `(loss, report)` of a function it calls (`loss, metrics =
+        loss_fn(**kwargs)`, then `return loss, metrics`, or a report it `.update`s with `metrics`): that
+        function is reached too, and so on down (`handoffs.DELEGATED`). Found from this file's own
+        evidence, as patches are."""
+        # The evidence grows as callees are reached: the iteration meets what it adds.
+        for reach, module, scope, function in self._reached_functions(self.evidence[path]):
+            for assign in _returned_unpacked(function):
+                step = self._step(module, assign, f"its (loss, report) is returned by {function.name}")
+                for target_module, target in self._resolve(module, [*scope, function], assign.value.func):
+                    self._reach(target_module.path, target, dataclasses.replace(reach, steps=(step, *reach.steps)))
+
+    def _reached_functions(
+        self, evidence: Iterable[tuple[Key, Reach]]
+    ) -> Iterator[tuple[Reach, Symbols, list[ast.AST], ast.AST]]:
+        """Each reached function of `evidence` with its strongest reach so far, once per reach that is
+        stronger than the one before (a whole return is not followed on)."""
+        seen: dict[Key, Reach] = {}
+        for key, reach in evidence:
+            if reach.whole_return or (key in seen and not stronger(reach, seen[key])):
+                continue
+            seen[key] = reach
+            found = self._function_at(key)
+            if found is not None:
+                yield reach, *found
+
+    def _function_at(self, key: Key) -> tuple[Symbols, list[ast.AST], ast.AST] | None:
+        """The module, the enclosing scopes and the function a reach's key (path, def line) names."""
+        module = self._module(key[0])
+        found = next(((s, f) for s, f in module.scoped if f.lineno == key[1]), None) if module else None
+        return None if module is None or found is None else (module, *found)
+
+    def _returned_as_the_loss(self, path: str) -> None:
+        """A reached loss function whose loss is what a callable parameter of an enclosing function
+        returns (`loss = process_output_fn(output, inputs)`, then `return loss, {}`): the functions that
+        enclosing function's callers pass for it return the loss itself (`handoffs.RETURNED_AS_THE_LOSS`).
+        Found from this file's own evidence, as patches are."""
+        # What this adds returns its loss whole, which is not followed on: the evidence as it is now.
+        for reach, module, scope, function in self._reached_functions(list(self.evidence[path])):
+            for call, owner in _loss_from_a_parameter(function, scope):
+                assert isinstance(call.func, ast.Name)
+                step = self._step(module, call, f"its result is returned as the loss by {function.name}")
+                like = dataclasses.replace(reach, whole_return=True)
+                self._callers(module, scope[: scope.index(owner) + 1], call.func.id, (step, *reach.steps), like)
+
+    def _replacements(self, key: Key) -> Iterator[tuple[Symbols, list[ast.AST], ast.AST, ast.expr, str]]:
+        """The patches installing something in place of the function at `key` (a module's function
+        or a method of a module's class), in its module or any file of the project naming it:
+        (module, scope, the patch, what it installs, the step's text)."""
+        owner = self._module(key[0])
+        function = next(
+            (f for scope, f in owner.scoped if f.lineno == key[1] and len(scope) <= 1) if owner else (), None
+        )
+        if owner is None or function is None:
+            return
+        name = function.name
+        marker = re.compile(rb"[.'\"]" + re.escape(name.encode()) + rb"""(?:['"]|\s*=[^=])""")
+        others = (p for p in self._mentioning(owner.path, name) if p != owner.path and marker.search(text_of(p)))
+        for module in [owner, *map(self._module, others)]:
+            if module is None:
+                continue
+            for scope, node in [*module.scoped, ([], module.tree)]:
+                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
+                for site in body_walk(node):
+                    patch = _patch(site, name)
+                    if patch is None:
+                        continue
+                    replaced, replacement, how = patch
+                    if isinstance(replaced, str):
+                        targets = self._resolve_dotted(module, replaced, 0, 0)
+                    else:
+                        targets = self._resolve(module, inner, replaced)
+                    if any(target is function for _, target in targets):
+                        yield module, inner, site, replacement, f"installed by {how} in place of {name}"
+
+
+def _patch(node: ast.AST, name: str) -> tuple[str | ast.expr, ast.expr, str] | None:
+    """(what is replaced: a dotted string or an expression, what replaces it, how) if `node` installs a
+    function as `name` (`handoffs.PATCH`): `register_patch("pkg.mod.Class.name", fn)`,
+    `setattr(owner, "name", fn)`, `owner.name = fn`."""
+    if isinstance(node, ast.Call) and len(node.args) >= 2 and not node.keywords:
+        first = node.args[0]
+        if last_name(node.func) in PATCH.callees and isinstance(first, ast.Constant):
+            dotted = first.value
+            if isinstance(dotted, str) and dotted.endswith(f".{name}"):
+                return dotted, node.args[1], last_name(node.func)
+        if last_name(node.func) == "setattr" and len(node.args) == 3:
+            attribute = node.args[1]
+            if isinstance(attribute, ast.Constant) and attribute.value == name:
+                return ast.Attribute(first, name, ast.Load()), node.args[2], "setattr"
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        owner_named = isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+        if owner_named and target.attr == name and target.value.id not in ("self", "cls"):
+            return target, node.value, "assignment"
+    return None
+
+
+def _returned_unpacked(function: ast.AST) -> Iterator[ast.Assign]:
+    """The statements `loss, report = f(...)` (or three names) of `function` whose loss it returns first
+    and whose report it returns last, itself or in a dict it `.update`s with it. Not where it stores
+    into that report: it may replace the entries by copies (a loop averaging them), which only its own
+    analysis tells."""
+    nodes = list(body_walk(function))
+    returned = [
+        stmt.value.elts
+        for stmt in nodes
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) in (2, 3)
+    ]
+    updates = [
+        (node.func.value.id, node.args[0].id)
+        for node in nodes
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "update"
+        and isinstance(node.func.value, ast.Name)
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+    ]
+    stored = {
+        node.value.id
+        for node in nodes
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+    }
+    for stmt in nodes:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+            continue
+        target = stmt.targets[0]
+        if not (isinstance(target, ast.Tuple) and len(target.elts) in (2, 3)):
+            continue
+        if not all(isinstance(e, ast.Name) for e in target.elts):
+            continue
+        loss, report = target.elts[0].id, target.elts[-1].id
+        reports = {report} | {into for into, given in updates if given == report}
+        if reports & stored:
+            continue
+        if any(
+            isinstance(elts[0], ast.Name)
+            and elts[0].id == loss
+            and isinstance(elts[-1], ast.Name)
+            and elts[-1].id in reports
+            for elts in returned
+        ):
+            yield stmt
+
+
+def _loss_from_a_parameter(function: ast.AST, scope: list[ast.AST]) -> Iterator[tuple[ast.Call, ast.AST]]:
+    """The calls in `function` of a parameter of an enclosing function (of `scope`, outermost first)
+    whose result it returns as its loss (`return fn(x), {}`, or `loss = fn(x)` and then `return loss,
+    report`), each with the function whose parameter it is."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return
+    nodes = list(body_walk(function))
+    firsts = [
+        stmt.value.elts[0]
+        for stmt in nodes
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) in (2, 3)
+    ]
+    returned = {e.id for e in firsts if isinstance(e, ast.Name)}
+    calls = [e for e in firsts if isinstance(e, ast.Call)] + [
+        stmt.value
+        for stmt in nodes
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and any(isinstance(t, ast.Name) and t.id in returned for t in stmt.targets)
+    ]
+    own = set(parameters(function)) | bound_names(nodes)
+    for call in calls:
+        if isinstance(call.func, ast.Name) and call.func.id not in own:
+            owner = _parameter_owner(scope, call.func.id)
+            if owner is not None:
+                yield call, owner
+
+
+def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
+    """The innermost function of `scope` whose parameter `name` is, unless a function inside it binds
+    `name` itself. A class body is no enclosing scope of its methods."""
+    for function in reversed(scope):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if name in parameters(function):
+            return function
+        if name in bound_names(body_walk(function)):
+            return None
+    return None

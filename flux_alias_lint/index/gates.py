@@ -1,0 +1,81 @@
+"""The byte-level gate: the lines of a file that may hold evidence, found without parsing it.
+
+Only the files it lets through are parsed (CPython's `ast`), and the modules their names resolve
+into on demand: most of a tree's files are never parsed by the index.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .handoffs import SIGNATURES
+
+LOSS_REDUCTION_CLASS = "MegatronLossReduction"
+
+
+# A file can hold evidence only if it hands a function to a schedule (not merely passes its own
+# `forward_step_func` parameter on), calls `forward_step_calc_loss`, subclasses the loss reduction,
+# defines a forward-step signature, or unpacks a call into a name it then rescales in place. One
+# pattern per kind, each tried only where its word is in the file and found by a literal it starts
+# with (an alternation of them scans slowly: most of the index's time on NeMo).
+_MEGATRON_GATES = (
+    (b"forward_step_func", re.compile(rb"forward_step_func\s*=\s*(?!forward_step_func\b)[\w(]")),
+    (b"pretrain", re.compile(rb"\bpretrain\(\s*\w")),
+    (b"finetune", re.compile(rb"\bfinetune\(\s*\w")),  # Megatron-Bridge's
+    (b"forward_step", re.compile(rb"\bforward_step(?:_calc_loss)?\(\s*\w")),
+    (LOSS_REDUCTION_CLASS.encode(), re.compile(rb"class \w+\([^)]*" + LOSS_REDUCTION_CLASS.encode())),
+    # `def f(data_iterator, model`: found from the parameter, its `def` checked on the line before it.
+    (b"_iter", re.compile(rb"(?<=[(,\s])(?:data|dataloader)_iter(?:ator)?\s*(?::[^,]*)?,\s*model\b")),
+)
+
+_SIGNATURE_START = re.compile(
+    rb"def \w+\(\s*(?:self,\s*)?(?:(?:"
+    + b"|".join(name.encode() for signature in SIGNATURES for name in signature.optional_first)
+    + rb")\s*(?::[^,]*)?,\s*)?\Z"
+)
+
+_RESCALES = (b"*=", b"/=", b".div_(", b".mul_(")
+
+
+def gates(data: bytes) -> tuple[set[int], set[int]]:
+    """The lines that may hold Megatron evidence, and those that may rescale an unpacked result in
+    place. Plain substring tests first: most files have none of the words."""
+    megatron: set[int] = set()
+    for word, pattern in _MEGATRON_GATES:
+        if word in data:
+            for match in pattern.finditer(data):
+                start = match.start()
+                if data[max(start - 4, 0) : start] == b"def ":
+                    continue  # a definition of `pretrain` or `forward_step` hands nothing over
+                if word == b"_iter":
+                    start = data.rfind(b"def ", 0, start)
+                    if start == -1 or not _SIGNATURE_START.match(data, start, match.start()):
+                        continue
+                megatron.add(_line_of(data, start))
+    rescaling: set[int] = set()
+    for name, at in _rescaled_names(data):
+        if re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*,[^=\n]*=[ \t]*[\w.]+\(", data, re.M):
+            rescaling.add(_line_of(data, at))
+    return megatron, rescaling
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _rescaled_names(data: bytes) -> Iterator[tuple[bytes, int]]:
+    """The name before each `*=`, `/=`, `.div_(`, `.mul_(`, with its offset (found with `bytes.find`:
+    a regex without a literal prefix costs more than the whole gate)."""
+    for marker in _RESCALES:
+        at = data.find(marker)
+        while at != -1:
+            end = at
+            while end > 0 and data[end - 1] in b" \t":
+                end -= 1
+            begin = end
+            while begin > 0 and (chr(data[begin - 1]).isalnum() or data[begin - 1] == ord("_")):
+                begin -= 1
+            if begin < end:
+                yield data[begin:end], at
+            at = data.find(marker, at + len(marker))

@@ -1,0 +1,127 @@
+"""The project-wide index: which functions Megatron's schedule (or an in-place caller) really calls.
+
+A finding is only as convincing as the evidence that something rescales the loss it reports. The
+index reads the whole project the checked files belong to (`files.project_root`), not only the
+files handed over. A cheap byte-level gate (`gates.py`) picks the files that can hold evidence; only
+those are parsed (`modules.py`), and the modules their names resolve into (`resolve.py`) on demand.
+The evidence, each a `Step`, is one entry each of the table in `handoffs.py`: the schedule's
+(`schedule.py`), what follows from a file's own evidence (`following.py`: patches, delegations, a
+loss returned whole), and callers rescaling an unpacked loss in place (`in_place.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..source import collections_paused
+from .files import project_roots, python_files
+from .following import FollowedEvidence
+from .gates import gates
+from .in_place import InPlaceEvidence
+from .modules import text_of
+from .reach import Evidence, Reach
+from .schedule import ScheduleEvidence
+
+# Below this many files, forking workers for the index costs more than it saves.
+_FORK_FILES = 256
+
+
+def collect_evidence(
+    roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1
+) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
+    """`ProjectIndex(roots, files)`'s `evidence` and `depends_on`. Each file's are its own (what it
+    resolves against is read whatever else is collected), so `jobs` forked processes collect a
+    share of the files each: the index is most of what a cold run does before checking any file."""
+    count = sum(len(paths) for paths in files.values())
+    if jobs <= 1 or count < _FORK_FILES or sys.platform != "linux":
+        return _collected(roots, files)
+    shares = [{root: list(paths[k::jobs]) for root, paths in files.items()} for k in range(jobs)]
+    evidence: dict[str, Evidence] = {}
+    depends_on: dict[str, set[str]] = {}
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for found, deps in pool.map(functools.partial(_collected, roots), shares):
+            evidence.update(found)
+            depends_on.update(deps)
+    return evidence, depends_on
+
+
+def _collected(
+    roots: Sequence[str], files: Mapping[str, Sequence[str]]
+) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
+    with collections_paused():
+        index = ProjectIndex(roots, files)
+    return index.evidence, index.depends_on
+
+
+class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence):
+    """Contexts of the functions in one or more projects, by (real path, def line).
+
+    Each file's evidence is also kept apart (`evidence`, for the files the gate let through), with
+    the other files read to resolve it (`depends_on`): a later run re-derives only the files whose
+    own text or whose dependencies changed (`cache.project_reached`), and `merged` puts the pieces
+    together exactly as one run over every file would."""
+
+    def __init__(self, roots: Iterable[str], files: Mapping[str, Sequence[str]] | None = None) -> None:
+        super().__init__(sorted(set(roots)))
+        self._files = {root: list(files[root]) if files else list(python_files(root)) for root in self.roots}
+        for root in self.roots:
+            for path in self._files[root]:
+                self._current = path
+                self._collect(path)
+        self._current = None
+
+    @classmethod
+    def merged(cls, evidence: Iterable[Evidence]) -> ProjectIndex:
+        """The index whose files showed `evidence` (in the order one run would collect them)."""
+        index = cls([])
+        for found in evidence:
+            for (path, line), reach in found:
+                index._merge((path, line), reach)
+        return index
+
+    @classmethod
+    def for_paths(cls, paths: Iterable[str]) -> ProjectIndex:
+        """The index of every project the files `paths` belong to."""
+        return cls(project_roots(paths))
+
+    @classmethod
+    def of_source(cls, text: str, path: str = "<string>") -> ProjectIndex:
+        """The index of one module on its own (stdin, the Python API): the evidence in its own text."""
+        index = cls([])
+        index._current = path
+        index._collect(path, text.encode("utf-8", "surrogatepass"))
+        index._current = None
+        return index
+
+    def reached_by_path(self) -> dict[str, dict[int, Reach]]:
+        """The reached functions of each file (by real path), by the line of their def or lambda."""
+        out: dict[str, dict[int, Reach]] = {}
+        for (path, line), reach in self.reached.items():
+            out.setdefault(path, {})[line] = reach
+        return out
+
+    def _collect(self, path: str, data: bytes | None = None) -> None:
+        if data is None:
+            data = text_of(path)  # b"": unreadable, and so no evidence
+        megatron, rescaling = gates(data)
+        if not (megatron or rescaling):
+            return
+        self.evidence[path], self.depends_on[path] = [], set()
+        module = self._module(path, data)
+        if module is None:
+            return
+        for scope, function in module.scoped:
+            lines = range(function.lineno, (function.end_lineno or function.lineno) + 1)
+            if any(line in lines for line in megatron):
+                self._megatron_evidence(module, scope, function)
+            if any(line in lines for line in rescaling):
+                self._in_place_evidence(module, scope, function)
+        if megatron:
+            self._megatron_evidence(module, [], module.tree)
+            self._loss_reduction_evidence(module)
+        self._patch_evidence(path)
+        self._delegated_evidence(path)
+        self._returned_as_the_loss(path)

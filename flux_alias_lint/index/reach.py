@@ -1,0 +1,87 @@
+"""What the index finds: each function's context, and the steps from it to the call that rescales its loss.
+
+Functions are named by (real path, line of their `def` or `lambda`), which both `ast` and libcst give.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+from collections.abc import Mapping
+
+from .symbols import Symbols
+
+MEGATRON = "megatron"
+IN_PLACE_CALLER = "in-place-caller"
+# FAL005: the write changing the capture is in the function itself, whoever calls it.
+IN_FUNCTION = "in-function"
+UNREACHED = "unreached"
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One link from a loss function to the call that rescales its loss."""
+
+    path: str
+    line: int
+    what: str
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    context: str  # MEGATRON or IN_PLACE_CALLER
+    steps: tuple[Step, ...]
+    guessed: bool = False  # from a forward-step signature alone: any hand-off call found replaces it
+    # What is rescaled is the function's return value itself, which a loss function returns as its loss
+    # (`handoffs.RETURNED_AS_THE_LOSS`), not the first element of a tuple it returns.
+    whole_return: bool = False
+
+
+UNREACHED_REACH = Reach(UNREACHED, ())
+
+
+Key = tuple[str, int]  # (real path, line of the def or lambda)
+Reaches = Mapping[int, Reach]  # the reached functions of one file, by the line of their def or lambda
+Evidence = list[tuple[Key, Reach]]  # what one file shows, in the order it is found
+
+
+class Found:
+    """What the evidence shows: the strongest reach of each function (`reached`), and each gated
+    file's own evidence (`evidence`, in the order it is found) while `_current` is collected."""
+
+    def __init__(self) -> None:
+        self.reached: dict[Key, Reach] = {}
+        self.evidence: dict[str, Evidence] = {}
+        self._current: str | None = None  # the file whose evidence is being collected
+
+    @staticmethod
+    def _step(module: Symbols, node: ast.AST, what: str) -> Step:
+        return Step(shown(module.path), node.lineno, what)
+
+    def _reach(self, path: str, function: ast.AST, reach: Reach) -> None:
+        key = (path, function.lineno)
+        if self._current is not None:
+            self.evidence[self._current].append((key, reach))
+        self._merge(key, reach)
+
+    def _merge(self, key: Key, reach: Reach) -> None:
+        old = self.reached.get(key)
+        if old is None or stronger(reach, old):
+            self.reached[key] = reach
+
+
+def stronger(new: Reach, old: Reach) -> bool:
+    """Megatron's schedule beats an in-place caller; a hand-off call beats a signature guess."""
+    if new.context != old.context:
+        return new.context == MEGATRON
+    return old.guessed and not new.guessed
+
+
+def shown(path: str) -> str:
+    """A path as findings show it: relative to the working directory when under it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative

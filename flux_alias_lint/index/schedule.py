@@ -1,0 +1,265 @@
+"""Evidence of Megatron's schedule: a function handed to it, the loss function a forward step returns.
+
+The entries of `handoffs.py` this reads: Megatron's schedule calls and Megatron-Bridge's entry
+points (`SCHEDULE_CALLS`), forward-step signatures as a guess (`SIGNATURES`), the loss function a
+forward step returns, partials binding it (and what callers pass for a parameter bound so),
+`forward_step_calc_loss`, NeMo's `MegatronLossReduction`; none where the schedule run is the
+project's own copy of a Megatron that divides a copy of the loss.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+from collections.abc import Iterator, Mapping
+
+from .files import find_module
+from .gates import LOSS_REDUCTION_CLASS
+from .handoffs import SCHEDULE_CALLS, SIGNATURES, ScheduleCall, Signature
+from .nodes import argument, body_walk, last_name, parameters, positional, rescaled_in_place
+from .reach import MEGATRON, Reach, Step
+from .resolve import Resolver, imported_from
+from .symbols import Symbols
+
+# Where Megatron's schedule calls the loss function, in the layouts of megatron-core and of the
+# Megatron-LM releases before it: a project carrying its own copy of Megatron imports these.
+_SCHEDULE_MODULES = ("megatron.core.pipeline_parallel.schedules", "megatron.schedules")
+
+_SCHEDULE_LOSS_FUNC = "loss_func"  # the name the schedule gives what the forward step returns
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bound:
+    """The arguments a `functools.partial` at a hand-off gives a forward step's parameters, with
+    where the partial is (to resolve them there)."""
+
+    module: Symbols
+    scope: list[ast.AST]  # the functions and classes around the partial, innermost last
+    call: ast.Call
+    arguments: dict[str, ast.expr]  # parameter name -> the argument bound to it
+
+
+class ScheduleEvidence(Resolver):
+    """The functions Megatron's schedule calls as a forward step or a loss function."""
+
+    def __init__(self, roots: list[str]) -> None:
+        super().__init__(roots)
+        self._copying: dict[str, bool] = {}  # `_schedule_copies`, by the schedule module's path
+        self._schedules: dict[str, str | None] = {}  # the schedule module found from each directory
+
+    def _schedule_copies(self, importer: Symbols) -> bool:
+        """Whether the schedule `importer` runs is the project's own copy of Megatron's (a fork such as
+        Megatron-DeepSpeed), and that copy divides a copy of the loss (`output_tensor = loss /
+        num_microbatches`, megatron-core up to 0.6) instead of rescaling it in place: then handing a
+        function to it rescales nothing. A schedule outside the project is taken to be a current one."""
+        directory = os.path.dirname(importer.path)
+        if directory not in self._schedules:  # one lookup per directory: every gated file asks
+            # Asked for the directory, not a file in it: the schedule module itself gets the same answer.
+            anyone = os.path.join(directory, "<importer>")
+            found = (find_module(anyone, dotted, 0) for dotted in _SCHEDULE_MODULES)
+            self._schedules[directory] = next((path for path in found if path is not None), None)
+        path = self._schedules[directory]
+        schedule = self._module(path) if path is not None else None  # a dependency of the importer's evidence
+        if path is None or schedule is None:
+            return False
+        if path not in self._copying:
+            callers = [r for _, f in schedule.scoped if (r := _rescaled_results(f, _SCHEDULE_LOSS_FUNC)) is not None]
+            self._copying[path] = bool(callers) and not any(callers)
+        return self._copying[path]
+
+    def _megatron_evidence(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
+        """`function`: a def, or the module itself (`pretrain(...)` under `if __name__ == "__main__":`)."""
+        if self._schedule_copies(module):
+            return
+        inner = scope + [function] if not isinstance(function, ast.Module) else scope
+        signature = None if isinstance(function, ast.Module) else _forward_step_signature(function)
+        if signature is not None:
+            what = f"{function.name} has {signature.shown}"
+            self._forward_step(module, inner, function, self._step(module, function, what), guessed=True)
+        nodes = list(body_walk(function))
+        bound = {  # names bound to `get_forward_backward_func()` here: calling them runs the schedule
+            last_name(t)
+            for stmt in nodes
+            if isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and last_name(stmt.value.func) == "get_forward_backward_func"
+            for t in stmt.targets
+        }
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
+            name = last_name(call.func)
+            schedule = name in bound or _calls_getter(call)
+            entry = None if schedule else _schedule_call(module, call, name)
+            keyword = entry.keyword if entry else "forward_step_func"
+            handed = argument(call, keyword, entry.position if entry else None)
+            if handed is None or not (schedule or entry):
+                continue
+            does = entry.does if entry else "rescales the loss in place"
+            what = f"passed as {keyword} to {name or 'get_forward_backward_func()'}, which {does}"
+            if keyword != "forward_step_func":  # the loss function itself
+                for target_module, target in self._resolve(module, inner, handed):
+                    self._reach(target_module.path, target, Reach(MEGATRON, (self._step(module, call, what),)))
+            else:
+                partial = self._partial(module, inner, handed)
+                for target_module, target in self._resolve(module, inner, handed):
+                    if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        scope_of_target = target_module.scope_of(target)
+                        arguments = _Bound(module, inner, partial, _bindings(partial, target)) if partial else None
+                        why = self._step(module, call, what)
+                        self._forward_step(target_module, scope_of_target, target, why, arguments)
+
+    def _loss_reduction_evidence(self, module: Symbols) -> None:
+        """The `forward` of each class of `module` deriving from NeMo's `MegatronLossReduction`."""
+        for cls in module.classes.values():
+            if self._is_loss_reduction(module, cls, depth=0):
+                for stmt in cls.body:
+                    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "forward":
+                        what = f"forward of {cls.name}, a {LOSS_REDUCTION_CLASS}"
+                        self._reach(module.path, stmt, Reach(MEGATRON, (self._step(module, stmt, what),)))
+
+    def _is_loss_reduction(self, module: Symbols, cls: ast.ClassDef, depth: int) -> bool:
+        for base in cls.bases:
+            if last_name(base) == LOSS_REDUCTION_CLASS:
+                return True
+            inherited = depth < 4 and isinstance(base, ast.Name) and base.id in module.classes
+            if inherited and self._is_loss_reduction(module, module.classes[base.id], depth + 1):
+                return True
+        return False
+
+    def _forward_step(
+        self,
+        module: Symbols,
+        scope: list[ast.AST],
+        function: ast.AST,
+        why: Step,
+        bound: _Bound | None = None,
+        guessed: bool = False,
+    ) -> None:
+        """A forward-step function: whatever it returns second is Megatron's loss_func. `bound`: the
+        partial it was handed over as, whose arguments its parameters are (a loss function may be one)."""
+        for stmt in body_walk(function):
+            if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 2:
+                handed = stmt.value.elts[1]
+                steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), why)
+                for target_module, target in self._resolve(module, scope, handed):
+                    self._reach(target_module.path, target, Reach(MEGATRON, steps, guessed))
+                    if bound is not None and target in body_walk(function):  # a closure of the forward step
+                        for call, parameter in _delegations(target, bound.arguments):
+                            what = f"called by {target.name}, which returns its (loss, report)"
+                            self._reach_argument(bound, parameter, (self._step(target_module, call, what), *steps))
+                parameter = _callee_name(handed)
+                if bound is not None and parameter in bound.arguments:  # `return output, partial(loss_fn, ...)`
+                    self._reach_argument(bound, parameter, steps)
+
+    def _partial(self, module: Symbols, scope: list[ast.AST], node: ast.expr) -> ast.Call | None:
+        """`functools.partial(...)` as handed over: the call itself, or the one a name is bound to."""
+        values = self._named(module, scope, node.id)[1] if isinstance(node, ast.Name) else [node]
+        return next((v for v in values if isinstance(v, ast.Call) and last_name(v.func) == "partial" and v.args), None)
+
+    def _reach_argument(self, bound: _Bound, parameter: str, steps: tuple[Step, ...]) -> None:
+        """What the hand-off's partial binds to `parameter` is a loss function Megatron calls: the
+        functions it names, or, if it is a parameter of the function making the partial, what that
+        function's callers pass for it."""
+        argument = bound.arguments[parameter]
+        steps = (self._step(bound.module, bound.call, f"bound to {parameter} by partial"), *steps)
+        for target_module, target in self._resolve(bound.module, bound.scope, argument):
+            self._reach(target_module.path, target, Reach(MEGATRON, steps))
+        maker = bound.scope[-1] if bound.scope else None
+        passed_in = isinstance(maker, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(argument, ast.Name)
+        if passed_in and argument.id in parameters(maker):
+            self._callers(bound.module, bound.scope, argument.id, steps)
+
+
+def _forward_step_signature(function: ast.AST) -> Signature | None:
+    """The forward-step signature (`handoffs.SIGNATURES`) `function`'s parameters have, if any."""
+    args = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if args and args[0] in ("self", "cls"):
+        args = args[1:]
+    for signature in SIGNATURES:
+        rest = args[1:] if args and args[0] in signature.optional_first else args
+        pairs = zip(rest, signature.params, strict=False)
+        if len(rest) >= len(signature.params) and all(name in allowed for name, allowed in pairs):
+            return signature
+    return None
+
+
+def _schedule_call(module: Symbols, call: ast.Call, name: str | None) -> ScheduleCall | None:
+    """The first entry of `handoffs.SCHEDULE_CALLS` that `call` (of `name`) is, if any."""
+    for entry in SCHEDULE_CALLS:
+        if name not in entry.callees:
+            continue
+        if entry.imported_from is None or imported_from(module, call.func).startswith(entry.imported_from + "."):
+            return entry
+    return None
+
+
+def _bindings(partial: ast.Call, function: ast.AST) -> dict[str, ast.expr]:
+    """The parameters of `function` that `partial(function_expr, *args, **keywords)` binds, to their
+    arguments. A partial of a partial binds nothing known here."""
+    head = partial.args[0]
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or isinstance(head, ast.Call):
+        return {}
+    bound: dict[str, ast.expr] = {}
+    for name, value in zip(positional(function, isinstance(head, ast.Attribute)), partial.args[1:], strict=False):
+        if isinstance(value, ast.Starred):
+            break
+        bound[name] = value
+    names = parameters(function)
+    bound.update((k.arg, k.value) for k in partial.keywords if k.arg is not None and k.arg in names)
+    return bound
+
+
+def _callee_name(node: ast.expr) -> str | None:
+    """`name` for `name` or `partial(name, ...)`: a callable handed over as it is."""
+    if isinstance(node, ast.Call) and last_name(node.func) == "partial" and node.args:
+        node = node.args[0]
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _delegations(function: ast.AST, parameters: Mapping[str, ast.expr]) -> Iterator[tuple[ast.Call, str]]:
+    """The calls in `function` of one of `parameters` (an enclosing function's) whose `(loss, report)`
+    it returns: `return loss_fn(x)`, or `loss, report = loss_fn(x)` and then `return loss, report`."""
+    nodes = list(body_walk(function))
+    returned = {
+        stmt.value.elts[0].id
+        for stmt in nodes
+        if isinstance(stmt, ast.Return)
+        and isinstance(stmt.value, ast.Tuple)
+        and stmt.value.elts
+        and isinstance(stmt.value.elts[0], ast.Name)
+    }
+    for stmt in nodes:
+        value = stmt.value if isinstance(stmt, (ast.Return, ast.Assign)) else None
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in parameters):
+            continue
+        if isinstance(stmt, ast.Return) or any(
+            isinstance(t, ast.Tuple) and t.elts and isinstance(t.elts[0], ast.Name) and t.elts[0].id in returned
+            for t in stmt.targets
+        ):
+            yield value, value.func.id
+
+
+def _calls_getter(call: ast.Call) -> bool:
+    """`get_forward_backward_func()(...)`."""
+    return isinstance(call.func, ast.Call) and last_name(call.func.func) == "get_forward_backward_func"
+
+
+def _rescaled_results(function: ast.AST, callee: str) -> set[str] | None:
+    """The names holding what `function`'s calls of `callee` returned (directly, or unpacked from
+    it) that it then rescales in place (`x /= n`, `x *= k`, `x.div_(n)`, `x.mul_(k)`); None: it
+    never calls `callee`."""
+    nodes = list(body_walk(function))
+    results: set[str] = set()
+    for _ in range(2):  # `outputs = loss_func(x)`, then `loss, report = outputs`
+        for stmt in nodes:
+            if not isinstance(stmt, ast.Assign):
+                continue
+            value = stmt.value
+            called = isinstance(value, ast.Call) and last_name(value.func) == callee
+            if called or (isinstance(value, ast.Name) and value.id in results):
+                for target in stmt.targets:
+                    elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                    results.update(e.id for e in elements if isinstance(e, ast.Name))
+    return results & set(rescaled_in_place(nodes)) if results else None

@@ -1,0 +1,258 @@
+"""What one module imports and defines, read from its `ast` tree: the one symbol table.
+
+The project index, the library (where the analysis finds the functions a loss function calls) and
+the triage read a module's names here. An import statement is read by `_imports_of` alone, and the
+defs by one walk of the statements (`Symbols._walk`); each view is built when first asked and kept
+with the table (most modules are asked for one or two, many for none).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
+
+from ..evidence import Declared, declared
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+Scope = list[ast.AST]  # the functions and classes around a def, outermost first
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class Import(NamedTuple):
+    """One name an import statement binds."""
+
+    local: str
+    # What the name is: "pkg" for `import pkg.mod`, "pkg.mod" for `import pkg.mod as m`, "pkg.mod.f"
+    # for `from pkg.mod import f`, "f" for `from . import f`.
+    target: str
+    level: int  # the dots of a relative import
+    from_import: bool
+
+
+def _imports_of(node: ast.Import | ast.ImportFrom) -> Iterator[Import]:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            head = alias.name.split(".")[0]
+            yield Import(alias.asname, alias.name, 0, False) if alias.asname else Import(head, head, 0, False)
+    else:
+        for alias in node.names:
+            if alias.name != "*":
+                target = f"{node.module}.{alias.name}" if node.module else alias.name
+                yield Import(alias.asname or alias.name, target, node.level, True)
+
+
+class Symbols:
+    """The imports and defs of one parsed module (`path`: its file, "" if none)."""
+
+    def __init__(self, tree: ast.Module, path: str = "") -> None:
+        self.tree = tree
+        self.path = path
+
+    # ---- imports --------------------------------------------------------------------
+
+    @functools.cached_property
+    def _module_level(self) -> list[Import]:
+        return [
+            i for node in self.tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for i in _imports_of(node)
+        ]
+
+    @functools.cached_property
+    def imports(self) -> frozenset[tuple[str, str]]:
+        """(local name, what it is) for each module-level import (the triage's reading)."""
+        return frozenset((i.local, i.target) for i in self._module_level)
+
+    @functools.cached_property
+    def qualified(self) -> dict[str, str]:
+        """Local name -> what it is, for the module-level imports, the last one winning (as
+        `ModuleAnalysis._module_imports` reads a libcst module)."""
+        return {i.local: i.target for i in self._module_level}
+
+    @functools.cached_property
+    def imported(self) -> dict[str, tuple[str, int, str]]:
+        """Local name -> (module, level, its name there), for the module-level `from <module> import
+        <name> as <local>` (module "" for `from . import name`)."""
+        return {
+            i.local: (i.target.rpartition(".")[0], i.level, i.target.rpartition(".")[2])
+            for i in self._module_level
+            if i.from_import
+        }
+
+    @functools.cached_property
+    def targets(self) -> dict[str, tuple[str, int]]:
+        """Local name -> (what it is, level), for every import of the module, in functions and
+        classes too (the project index's reading: a name imported anywhere is resolved)."""
+        return {
+            i.local: (i.target, i.level)
+            for node in _statements(self.tree.body)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for i in _imports_of(node)
+        }
+
+    # ---- defs -----------------------------------------------------------------------
+
+    @functools.cached_property
+    def defs(self) -> dict[str, Def]:
+        """The defs of the module's own body, by name (the last of a name wins)."""
+        return {node.name: node for node in self.tree.body if isinstance(node, _DEFS)}
+
+    @functools.cached_property
+    def classes(self) -> dict[str, ast.ClassDef]:
+        """The classes of the module's own body, by name (the last of a name wins)."""
+        return {node.name: node for node in self.tree.body if isinstance(node, ast.ClassDef)}
+
+    @functools.cached_property
+    def members(self) -> dict[str, Def]:
+        """`defs`, and the defs of those classes' own bodies as `Class.name`."""
+        found: dict[str, Def] = {}
+        for node in self.tree.body:
+            if isinstance(node, _DEFS):
+                found[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                for inner in node.body:
+                    if isinstance(inner, _DEFS):
+                        found[f"{node.name}.{inner.name}"] = inner
+        return found
+
+    @functools.cached_property
+    def _walk(self) -> list[tuple[Scope, Def, bool, bool]]:
+        return _defs_in(self.tree.body, into_defs=True)
+
+    @functools.cached_property
+    def scoped(self) -> list[tuple[Scope, Def]]:
+        """Every def, with the functions and classes around it (outermost first)."""
+        return [(scope, node) for scope, node, _, _ in self._walk]
+
+    @functools.cached_property
+    def _scopes(self) -> dict[int, Scope]:
+        return {id(node): scope for scope, node, _, _ in self._walk}
+
+    def scope_of(self, function: ast.AST) -> Scope:
+        """The functions and classes around `function`, and itself (itself alone: no def here)."""
+        scope = self._scopes.get(id(function))
+        return [function] if scope is None else scope + [function]
+
+    @functools.cached_property
+    def _tables(
+        self,
+    ) -> tuple[dict[str, list[Def]], dict[str, list[Def]], dict[str, list[Def]], dict[str, list[ast.expr]]]:
+        functions: dict[str, list[Def]] = {}
+        methods: dict[str, list[Def]] = {}
+        nested: dict[str, list[Def]] = {}
+        annotations: dict[str, list[ast.expr]] = {}
+        for scope, node, direct, _ in self._walk:
+            if not scope:
+                table = functions
+            elif len(scope) == 1 and isinstance(scope[0], ast.ClassDef) and direct:
+                table = methods
+            else:
+                table = nested
+            table.setdefault(node.name, []).append(node)
+            if node.returns is not None and table is not nested:
+                annotations.setdefault(node.name, []).append(node.returns)
+        return functions, methods, nested, annotations
+
+    def functions(self, name: str) -> list[Def]:
+        """The defs `name` outside every def and class (in any block of the module's statements)."""
+        return self._tables[0].get(name, [])
+
+    def methods(self, name: str) -> list[Def]:
+        """The defs `name` in the body of a class that is outside every def and class."""
+        return self._tables[1].get(name, [])
+
+    def nested(self, name: str) -> list[Def]:
+        """The other defs `name`: in a def, in a nested class, in a block of a class's statements."""
+        return self._tables[2].get(name, [])
+
+    def declares_number(self, name: str) -> bool:
+        """Whether a function or method (`functions`, `methods`) called `name` is annotated to return
+        a number, a string or the like (some is enough: `returns` asks all of them to agree)."""
+        return any(declared(ast.unparse(a)) is Declared.IMMUTABLE for a in self._tables[3].get(name, ()))
+
+    @functools.cached_property
+    def returns(self) -> dict[str, Declared]:
+        """The return annotations of the defs at module or class level (not in a def, an `except` or a
+        `case` block), by name (a name defined twice with different answers: neither)."""
+        found: dict[str, Declared | None] = {}
+        for _, function, _, held in _defs_in(self.tree.body, into_defs=False):
+            if held:
+                continue
+            kind = declared(ast.unparse(function.returns)) if function.returns is not None else None
+            found[function.name] = kind if found.get(function.name, kind) is kind else None
+        return {name: kind for name, kind in found.items() if kind is not None}
+
+
+def declared_returns_of(text: str) -> dict[str, Declared]:
+    """`Symbols.returns` of a source text ({} if CPython cannot parse it)."""
+    try:
+        return Symbols(ast.parse(text)).returns
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+
+
+def derived_classes(classes: Mapping[str, ast.ClassDef], name: str) -> list[str]:
+    """The classes among `classes` (one module's, by name) deriving from class `name` through bases
+    named there, at any depth up to 4, in the module's order."""
+    found: set[str] = set()
+    for _ in range(4):
+        more = {
+            c.name
+            for c in classes.values()
+            if c.name not in found and any(isinstance(b, ast.Name) and b.id in found | {name} for b in c.bases)
+        }
+        if not more:
+            break
+        found |= more
+    return [c for c in classes if c in found]
+
+
+def _defs_in(body: list[ast.stmt], into_defs: bool) -> list[tuple[Scope, Def, bool, bool]]:
+    """Every def in `body` (`into_defs`: also in defs, else at module and class level only), with the
+    functions and classes around it, whether it is in the body of the innermost of them (or the
+    module's) itself rather than in a block of a statement there, and whether an `except` or `case`
+    block holds it. Lambdas are expressions: not walked."""
+    found: list[tuple[Scope, Def, bool, bool]] = []
+    stack: list[tuple[list[ast.stmt], Scope, bool, bool]] = [(body, [], True, False)]
+    while stack:
+        body, scope, direct, held = stack.pop()
+        for node in body:
+            if isinstance(node, _DEFS):
+                found.append((scope, node, direct, held))
+                if into_defs:
+                    stack.append((node.body, scope + [node], True, held))
+            elif isinstance(node, ast.ClassDef):
+                stack.append((node.body, scope + [node], True, held))
+            elif type(node) in _COMPOUND:
+                stack.extend((block, scope, False, held or handler) for block, handler in _blocks(node))
+    return found
+
+
+# The statements holding blocks of statements (`_blocks`): a set, to pass the others by cheaply.
+_COMPOUND = frozenset(
+    kind
+    for kind in vars(ast).values()
+    if isinstance(kind, type) and issubclass(kind, ast.stmt) and {"body", "handlers", "cases"} & set(kind._fields)
+)
+
+
+def _blocks(node: ast.stmt) -> Iterator[tuple[list[ast.stmt], bool]]:
+    """The blocks of a compound statement, each with whether an `except` or `case` holds it."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(node, field, None)
+        if isinstance(block, list):
+            yield block, False
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body, True
+    for case in getattr(node, "cases", ()):
+        yield case.body, True
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement, in functions and classes too, without entering expressions."""
+    stack = [body]
+    while stack:
+        for node in stack.pop():
+            yield node
+            if type(node) in _COMPOUND:
+                stack.extend(block for block, _ in _blocks(node))
