@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ..facts.reports import RESCALING_METHODS, RESCALING_OPERATORS
 from .handoffs import SIGNATURES
 
 LOSS_REDUCTION_CLASS = "MegatronLossReduction"
@@ -35,7 +36,7 @@ _SIGNATURE_START = re.compile(
     + rb")\s*(?::[^,]*)?,\s*)?\Z"
 )
 
-_RESCALES = (b"*=", b"/=", b".div_(", b".mul_(")
+_RESCALES = tuple(op.encode() for op in RESCALING_OPERATORS) + tuple(f".{m}(".encode() for m in RESCALING_METHODS)
 
 
 def gates(data: bytes) -> tuple[set[int], set[int]]:

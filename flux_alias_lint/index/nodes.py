@@ -5,7 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-_RESCALING_METHODS = ("div_", "mul_")
+from ..facts.reports import RESCALING_METHODS, RESCALING_OPERATORS
+
+# The `ast` operators of `RESCALING_OPERATORS` (a new operator there without one here fails at import).
+_RESCALING_OPERATORS = tuple({"*=": ast.Mult, "/=": ast.Div}[operator] for operator in RESCALING_OPERATORS)
 
 
 def last_name(node: ast.expr) -> str | None:
@@ -61,11 +64,11 @@ def rescaled_in_place(nodes: Iterable[ast.AST]) -> dict[str, int]:
     rescaled: dict[str, int] = {}
     for stmt in nodes:
         target = None
-        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Mult, ast.Div)):
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, _RESCALING_OPERATORS):
             target = stmt.target
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             func = stmt.value.func
-            target = func.value if isinstance(func, ast.Attribute) and func.attr in _RESCALING_METHODS else None
+            target = func.value if isinstance(func, ast.Attribute) and func.attr in RESCALING_METHODS else None
         if isinstance(target, ast.Name):
             rescaled.setdefault(target.id, stmt.lineno)
     return rescaled
