@@ -22,9 +22,8 @@ import libcst as cst
 
 from .evidence import Declared
 from .index.files import find_module
-from .index.symbols import Symbols, derived_classes
+from .index.symbols import Symbols, derived_classes, summarisable
 from .source import SourceError, read_bytes
-from .triage.summaries import summarisable
 
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
@@ -156,7 +155,7 @@ class Library:
 
     def _local(self, name: str) -> Definition | None:
         node = self._definitions().get(name)
-        if node is None or not summarisable(node):  # the triage's rule, so that it over-approximates this
+        if node is None or not summarisable(node):  # the triage asks the same, so that it over-approximates this
             return None
         lines = self.text.splitlines(keepends=True)[
             min(d.lineno for d in [node, *node.decorator_list]) - 1 : node.end_lineno

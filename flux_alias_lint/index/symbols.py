@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from ..evidence import Declared, declared
+from ..facts.policy import summarisable as policy_summarisable
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
 Scope = list[ast.AST]  # the functions and classes around a def, outermost first
@@ -181,6 +182,12 @@ class Symbols:
             kind = declared(ast.unparse(function.returns)) if function.returns is not None else None
             found[function.name] = kind if found.get(function.name, kind) is kind else None
         return {name: kind for name, kind in found.items() if kind is not None}
+
+
+def summarisable(node: Def) -> bool:
+    """`facts.policy.summarisable` of an `ast` def: whether the analysis summarises its calls (the
+    library's rule, which the triage follows to over-approximate it)."""
+    return policy_summarisable(node.lineno, node.end_lineno or node.lineno, isinstance(node, ast.AsyncFunctionDef))
 
 
 def declared_returns_of(text: str) -> dict[str, Declared]:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 from ..evidence import Declared, declared
 from ..facts.policy import SUMMARY_DEPTH
-from ..facts.policy import summarisable as policy_summarisable
 from ..index.files import find_module
+from ..index.symbols import summarisable
 from .flows import Walk, _Flow, _walk
 from .syntax import _BLOCK_FIELDS, _FUNCTIONS, _PARSE_ERRORS, Def, _parameters, _quiet_parse
 from .values import ALL, Token, _named, _union
@@ -34,11 +34,6 @@ def module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
                     qualified = f"{node.module}.{alias.name}" if node.module else alias.name
                     found.add((alias.asname or alias.name, qualified))
     return frozenset(found)
-
-
-def summarisable(node: Def) -> bool:
-    """`facts.policy.summarisable` of an `ast` def: whether the analysis summarises its calls."""
-    return policy_summarisable(node.lineno, node.end_lineno or node.lineno, isinstance(node, ast.AsyncFunctionDef))
 
 
 class _Defs:
