@@ -59,7 +59,7 @@ class Library:
         self._imports: dict[str, tuple[str, int, str]] | None = None  # `Symbols.imported`
         self._parsed: dict[str, Definition | None] = {}
         self._others: dict[str, Library | None] = {}
-        self._module_imports: dict[str, str] = {}  # `Symbols.qualified`
+        self._module_imports: dict[str, str] | None = None  # `Symbols.qualified`; None: no `ast` tree
         self._returns: dict[str, Declared] | None = None
         self._records: dict[str, Record] = {}
         self._classes: dict[str, ast.ClassDef] = {}  # the module-level classes, by name
@@ -71,7 +71,9 @@ class Library:
         if self._spans is None and self._tree is None:
             self._tree = tree
 
-    def imports(self) -> dict[str, str]:
+    def imports(self) -> dict[str, str] | None:
+        """`Symbols.qualified` of the file: its module-level imports, local name -> what it is (None:
+        CPython cannot parse the file)."""
         self._definitions()
         return self._module_imports
 

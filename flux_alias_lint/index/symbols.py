@@ -66,8 +66,8 @@ class Symbols:
 
     @functools.cached_property
     def qualified(self) -> dict[str, str]:
-        """Local name -> what it is, for the module-level imports, the last one winning (as
-        `ModuleAnalysis._module_imports` reads a libcst module)."""
+        """Local name -> what it is, for the module-level imports, the last one winning (the
+        analysis' reading, through `Library.imports`)."""
         return {i.local: i.target for i in self._module_level}
 
     @functools.cached_property
