@@ -1,9 +1,10 @@
 """What one module imports and defines, read from its `ast` tree: the one symbol table.
 
-The project index, the library (where the analysis finds the functions a loss function calls) and
-the triage read a module's names here. An import statement is read by `_imports_of` alone, and the
-defs by one walk of the statements (`Symbols._walk`); each view is built when first asked and kept
-with the table (most modules are asked for one or two, many for none).
+The project index, the library (where the analysis finds the functions a loss function calls, and
+its module's imports) and the triage read a module's names here, and whether a def is summarised
+(`summarisable`). An import statement is read by `_imports_of` alone, and the defs by one walk of
+the statements (`Symbols._walk`); each view is built when first asked and kept with the table (most
+modules are asked for one or two, many for none).
 """
 
 from __future__ import annotations
