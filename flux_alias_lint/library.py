@@ -22,9 +22,8 @@ import libcst as cst
 
 from .evidence import Declared
 from .index.files import find_module
-from .index.symbols import Symbols, derived_classes
+from .index.symbols import Symbols, derived_classes, summarisable
 from .source import SourceError, read_bytes
-from .triage.summaries import summarisable
 
 _PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
@@ -60,7 +59,7 @@ class Library:
         self._imports: dict[str, tuple[str, int, str]] | None = None  # `Symbols.imported`
         self._parsed: dict[str, Definition | None] = {}
         self._others: dict[str, Library | None] = {}
-        self._module_imports: dict[str, str] = {}  # `Symbols.qualified`
+        self._module_imports: dict[str, str] | None = None  # `Symbols.qualified`; None: no `ast` tree
         self._returns: dict[str, Declared] | None = None
         self._records: dict[str, Record] = {}
         self._classes: dict[str, ast.ClassDef] = {}  # the module-level classes, by name
@@ -72,7 +71,9 @@ class Library:
         if self._spans is None and self._tree is None:
             self._tree = tree
 
-    def imports(self) -> dict[str, str]:
+    def imports(self) -> dict[str, str] | None:
+        """`Symbols.qualified` of the file: its module-level imports, local name -> what it is (None:
+        CPython cannot parse the file)."""
         self._definitions()
         return self._module_imports
 
@@ -156,7 +157,7 @@ class Library:
 
     def _local(self, name: str) -> Definition | None:
         node = self._definitions().get(name)
-        if node is None or not summarisable(node):  # the triage's rule, so that it over-approximates this
+        if node is None or not summarisable(node):  # the triage asks the same, so that it over-approximates this
             return None
         lines = self.text.splitlines(keepends=True)[
             min(d.lineno for d in [node, *node.decorator_list]) - 1 : node.end_lineno

@@ -4,7 +4,7 @@ part per concern, and what it starts from: the module's imports, a function's pa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -35,15 +35,16 @@ class ModuleAnalysis(Statements, Expressions, Calls, Summaries, Returns, Capture
     expressions (`expressions.py`), calls (`calls.py`), the project's functions called (`summaries.py`),
     returns (`returns.py`), captures (`captures.py`), over the values of `values.py`.
 
-    `library`: the whole file's functions (`module` may hold only the units the triage kept), for the
-    summaries of the functions it calls and what their return annotations declare. `imports`: the
-    module's imports, when `module` is one function parsed alone."""
+    `library`: the whole file's functions (`module` may hold only the units the triage kept, or one
+    function parsed alone), for the summaries of the functions it calls, what their return
+    annotations declare, and the module's imports."""
 
-    def __init__(
-        self, module: cst.Module, library: Library | None = None, imports: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, module: cst.Module, library: Library | None = None) -> None:
         self.module = module
-        self.imports = dict(imports) if imports is not None else self._module_imports(module)
+        imports = library.imports() if library is not None else None
+        # No `ast` tree of the file (no library, or syntax newer than this Python's, which libcst reads
+        # and `lint._newer_syntax_allowed` lets through): its imports are read from libcst's tree.
+        self.imports = imports if imports is not None else _libcst_imports(module)
         self.library = library
         self._summaries: dict[int, Summary | None] = {}  # by id of the def; None while being computed
         # While summarising: the def whose returns are collected, and what they returned with their envs.
@@ -85,27 +86,6 @@ class ModuleAnalysis(Statements, Expressions, Calls, Summaries, Returns, Capture
             if id(node) not in self._analyzed:
                 self._analyze_function(node, {})
         return list(self.findings.values())
-
-    @staticmethod
-    def _module_imports(module: cst.Module) -> dict[str, str]:
-        """Local name → qualified name for module-level imports (`import torch as t`)."""
-        names: dict[str, str] = {}
-        for stmt in module.body:
-            if not isinstance(stmt, cst.SimpleStatementLine):
-                continue
-            for small in stmt.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        full = dotted_name(alias.name) or ""
-                        local = alias.asname.name.value if alias.asname else full.split(".")[0]
-                        names[local] = full if alias.asname else local
-                elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                    mod = dotted_name(small.module) if small.module else ""
-                    for alias in small.names:
-                        full = dotted_name(alias.name) or ""
-                        local = alias.asname.name.value if alias.asname else full
-                        names[local] = f"{mod}.{full}" if mod else full
-        return names
 
     def _qualified(self, node: cst.BaseExpression, env: Env) -> str | None:
         dotted = dotted_name(node)
@@ -164,3 +144,25 @@ def analyze_module(
     analysis = ModuleAnalysis(module, library)
     analysis.line_of = line_of
     return analysis.run()
+
+
+def _libcst_imports(module: cst.Module) -> dict[str, str]:
+    """`Symbols.qualified` read from a libcst module: local name → qualified name for the module-level
+    imports (`import torch as t`)."""
+    names: dict[str, str] = {}
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    full = dotted_name(alias.name) or ""
+                    local = alias.asname.name.value if alias.asname else full.split(".")[0]
+                    names[local] = full if alias.asname else local
+            elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                mod = dotted_name(small.module) if small.module else ""
+                for alias in small.names:
+                    full = dotted_name(alias.name) or ""
+                    local = alias.asname.name.value if alias.asname else full
+                    names[local] = f"{mod}.{full}" if mod else full
+    return names

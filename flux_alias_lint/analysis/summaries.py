@@ -81,7 +81,7 @@ class Summaries:
         key = id(definition.node)
         if key not in cache:
             cache[key] = None  # recursion: a function calling itself gets no summary of itself
-            analysis = type(self)(definition.module, definition.library, definition.library.imports())
+            analysis = type(self)(definition.module, definition.library)
             analysis._summary_stack = [*self._summary_stack, key]
             analysis._owner = definition.owner
             cache[key] = analysis._summary(definition.node, {})

@@ -1,9 +1,10 @@
 """What one module imports and defines, read from its `ast` tree: the one symbol table.
 
-The project index, the library (where the analysis finds the functions a loss function calls) and
-the triage read a module's names here. An import statement is read by `_imports_of` alone, and the
-defs by one walk of the statements (`Symbols._walk`); each view is built when first asked and kept
-with the table (most modules are asked for one or two, many for none).
+The project index, the library (where the analysis finds the functions a loss function calls, and
+its module's imports) and the triage read a module's names here, and whether a def is summarised
+(`summarisable`). An import statement is read by `_imports_of` alone, and the defs by one walk of
+the statements (`Symbols._walk`); each view is built when first asked and kept with the table (most
+modules are asked for one or two, many for none).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from ..evidence import Declared, declared
+from ..facts.policy import summarisable as policy_summarisable
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
 Scope = list[ast.AST]  # the functions and classes around a def, outermost first
@@ -65,8 +67,8 @@ class Symbols:
 
     @functools.cached_property
     def qualified(self) -> dict[str, str]:
-        """Local name -> what it is, for the module-level imports, the last one winning (as
-        `ModuleAnalysis._module_imports` reads a libcst module)."""
+        """Local name -> what it is, for the module-level imports, the last one winning (the
+        analysis' reading, through `Library.imports`)."""
         return {i.local: i.target for i in self._module_level}
 
     @functools.cached_property
@@ -181,6 +183,12 @@ class Symbols:
             kind = declared(ast.unparse(function.returns)) if function.returns is not None else None
             found[function.name] = kind if found.get(function.name, kind) is kind else None
         return {name: kind for name, kind in found.items() if kind is not None}
+
+
+def summarisable(node: Def) -> bool:
+    """`facts.policy.summarisable` of an `ast` def: whether the analysis summarises its calls (the
+    library's rule, which the triage follows to over-approximate it)."""
+    return policy_summarisable(node.lineno, node.end_lineno or node.lineno, isinstance(node, ast.AsyncFunctionDef))
 
 
 def declared_returns_of(text: str) -> dict[str, Declared]:

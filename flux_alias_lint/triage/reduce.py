@@ -11,11 +11,12 @@ from collections.abc import Iterator
 
 from ..facts.reports import AUGMENTED_OPERATORS, KEEPING_NAMES
 from ..facts.storage import MAPPING_NAMES, MAPPING_UPDATE
+from ..index.symbols import Symbols
 from .calls import _is_mapping, _is_mutation
 from .captures import _assigned_into, _captures_and_writes, _keeping_functions
 from .flows import _Flow, _flow_may_find, _Flows
 from .returns import _some_return_may_fit
-from .summaries import _Defs, _Helpers, module_imports
+from .summaries import _Helpers
 from .syntax import _BLOCK_FIELDS, _FUNCTIONS, _PARSE_ERRORS, Def
 
 # Line ends that `str.splitlines` honours but Python's tokenizer does not.
@@ -65,8 +66,9 @@ def _reduce_source(text: str, reached: frozenset[int], path: str, captures: bool
         except _PARSE_ERRORS:
             return None
     lines = _source_lines(text)
-    imports = module_imports(tree)
-    helpers = _Helpers(_Defs(tree, imports), path)
+    symbols = Symbols(tree, path)
+    imports = symbols.imports
+    helpers = _Helpers(symbols, path)
     mapping_names = MAPPING_NAMES | {local for local, full in imports if _is_mapping(full)}
     keeping_functions = _keeping_functions(imports)
     units = list(_units(tree.body))

@@ -1,5 +1,5 @@
-"""The project's functions the analysis summarises, read on `ast`: a module's defs (`_Defs`, another
-module's one def at a time: `_LazyDefs`), what calling each may give and what it does with its
+"""The project's functions the analysis summarises, read on `ast`: a module's defs (`index.symbols.Symbols`,
+another module's one def at a time: `_LazyDefs`), what calling each may give and what it does with its
 arguments (`_Helpers`, `_Passing`), by the summary policy of `facts.policy`."""
 
 from __future__ import annotations
@@ -9,141 +9,48 @@ import collections
 import dataclasses
 import os
 import re
-from collections.abc import Iterator
 
-from ..evidence import Declared, declared
 from ..facts.policy import SUMMARY_DEPTH
-from ..facts.policy import summarisable as policy_summarisable
 from ..index.files import find_module
+from ..index.symbols import Symbols, summarisable
 from .flows import Walk, _Flow, _walk
-from .syntax import _BLOCK_FIELDS, _FUNCTIONS, _PARSE_ERRORS, Def, _parameters, _quiet_parse
+from .syntax import _PARSE_ERRORS, Def, _parameters, _quiet_parse
 from .values import ALL, Token, _named, _union
 
 
-def module_imports(tree: ast.Module) -> frozenset[tuple[str, str]]:
-    """(local name, qualified name) for the module-level imports, as `ModuleAnalysis._module_imports` reads them."""
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                head = alias.name.split(".")[0]
-                found.add((alias.asname, alias.name) if alias.asname else (head, head))
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if alias.name != "*":
-                    qualified = f"{node.module}.{alias.name}" if node.module else alias.name
-                    found.add((alias.asname or alias.name, qualified))
-    return frozenset(found)
+class _LazyDefs:
+    """Another module's `Symbols`, read one function at a time from its text: only the module's
+    imports and the functions a flow asks for are parsed (a helper is at most `SUMMARY_LINES` long),
+    each into a `Symbols` of its own, whose nested defs are the module's so far. Where the text
+    cannot be cut so (a def whose lines do not end where the next statement at column 0 begins, a
+    method asked for), the whole module is parsed once and its `Symbols` answers from then on."""
 
-
-def summarisable(node: Def) -> bool:
-    """`facts.policy.summarisable` of an `ast` def: whether the analysis summarises its calls."""
-    return policy_summarisable(node.lineno, node.end_lineno or node.lineno, isinstance(node, ast.AsyncFunctionDef))
-
-
-class _Defs:
-    """The defs of one module that flows may run, by name: module-level functions, methods of
-    module-level classes, defs nested in functions (any), and return annotations; with the module's
-    imports. Read from the module's tree, when first asked (most files never are)."""
-
-    def __init__(self, tree: ast.Module, imports: frozenset[tuple[str, str]] | None = None) -> None:
-        self._tree = tree
-        self.imports = module_imports(tree) if imports is None else imports
-        self._imported: dict[str, tuple[str, int, str]] | None = None
-        self._tables: tuple[dict[str, list[Def]], ...] | None = None
-        self._annotations: dict[str, list[ast.expr]] = {}
-
-    @property
-    def imported(self) -> dict[str, tuple[str, int, str]]:
-        """Local name -> (module, level, its name there), for `from <module> import <name> as <local>`."""
-        if self._imported is None:
-            self._imported = {
-                alias.asname or alias.name: (node.module or "", node.level, alias.name)
-                for node in self._tree.body
-                if isinstance(node, ast.ImportFrom) and not (node.module or "").startswith("torch")
-                for alias in node.names
-            }
-        return self._imported
-
-    def _read(self) -> tuple[dict[str, list[Def]], ...]:
-        if self._tables is None:
-            functions: dict[str, list[Def]] = {}
-            methods: dict[str, list[Def]] = {}
-            nested: dict[str, list[Def]] = {}
-            stack: list[tuple[list[ast.stmt], dict[str, list[Def]]]] = [(self._tree.body, functions)]
-            while stack:
-                body, table = stack.pop()
-                for node in body:
-                    inner = table
-                    if isinstance(node, _FUNCTIONS):
-                        table.setdefault(node.name, []).append(node)
-                        if node.returns is not None and table is not nested:
-                            self._annotations.setdefault(node.name, []).append(node.returns)
-                        inner = nested
-                    elif isinstance(node, ast.ClassDef):
-                        inner = methods if table is functions else nested
-                    elif table is methods:
-                        inner = nested  # the analysis reads a class's own statements only
-                    for field in _BLOCK_FIELDS:
-                        block = getattr(node, field, None)
-                        if isinstance(block, list):
-                            stack.append((block, inner))
-            self._tables = functions, methods, nested
-        return self._tables
-
-    def functions(self, name: str) -> list[Def]:
-        return (self._tables or self._read())[0].get(name, [])
-
-    def methods(self, name: str) -> list[Def]:
-        return (self._tables or self._read())[1].get(name, [])
-
-    def nested(self, name: str) -> list[Def]:
-        return (self._tables or self._read())[2].get(name, [])
-
-    def declares_number(self, name: str) -> bool:
-        """Whether a function or method called `name` is annotated to return a number, a string or
-        the like (`evidence.declared_returns` asks all of them to agree: some is enough here)."""
-        self._read()
-        return any(declared(ast.unparse(a)) is Declared.IMMUTABLE for a in self._annotations.get(name, ()))
-
-
-class _LazyDefs(_Defs):
-    """Another module's defs, read one function at a time from its text: only the module's imports
-    and the functions a flow asks for are parsed (a helper is at most `SUMMARY_LINES` long). Where
-    the text cannot be cut so (a def whose lines do not end where the next statement at column 0
-    begins, a method asked for), the whole module is parsed once."""
-
-    def __init__(self, text: str) -> None:  # the tables of `_Defs` are built only if the whole module is read
+    def __init__(self, text: str) -> None:
         self._text = text
-        self._whole: _Defs | None = None
+        self._whole: Symbols | None = None
         self._cut: dict[str, list[Def]] = {}
         self._starts: dict[str, list[int]] | None = None
-        self._nested = {}
+        self._nested: dict[str, list[Def]] = {}
         try:
-            tree = _quiet_parse("".join(match[0] for match in _IMPORT_STATEMENT.finditer(text)))
+            self._imports_only = Symbols(_quiet_parse("".join(match[0] for match in _IMPORT_STATEMENT.finditer(text))))
         except _PARSE_ERRORS:
-            tree = self._parsed_whole_tree()
-        if self._whole is None:
-            self._imports_only = _Defs(tree)
-            self.imports = self._imports_only.imports
+            self._imports_only = self._all()
 
-    def _parsed_whole_tree(self) -> ast.Module:
-        try:
-            tree = _quiet_parse(self._text)
-        except _PARSE_ERRORS:  # the analysis reads no function of a module CPython rejects: nor does this
-            tree = ast.Module(body=[], type_ignores=[])
-        self._whole = _Defs(tree)
-        self.imports = self._whole.imports
-        return tree
+    @property
+    def imports(self) -> frozenset[tuple[str, str]]:
+        return (self._whole or self._imports_only).imports
 
     @property
     def imported(self) -> dict[str, tuple[str, int, str]]:
         return (self._whole or self._imports_only).imported
 
-    def _all(self) -> _Defs:
+    def _all(self) -> Symbols:
         if self._whole is None:
-            self._parsed_whole_tree()
-        assert self._whole is not None
+            try:
+                tree = _quiet_parse(self._text)
+            except _PARSE_ERRORS:  # the analysis reads no function of a module CPython rejects: nor does this
+                tree = ast.Module(body=[], type_ignores=[])
+            self._whole = Symbols(tree)
         return self._whole
 
     def functions(self, name: str) -> list[Def]:
@@ -156,12 +63,13 @@ class _LazyDefs(_Defs):
                 for match in _DEF_AT_COLUMN_0.finditer(self._text):
                     self._starts.setdefault(match[1], []).append(match.start())
             for start in self._starts.get(name, ()):
-                node = _def_at(self._text, start, name)
-                if node is None:
+                cut = _def_at(self._text, start, name)
+                if cut is None:
                     return self._all().functions(name)
-                found.append(node)
-                for inner in _own_defs(node):
-                    self._nested.setdefault(inner.name, []).append(inner)
+                found += cut.functions(name)
+                for scope, inner in cut.scoped:
+                    if scope:  # in the def: nested
+                        self._nested.setdefault(inner.name, []).append(inner)
             self._cut[name] = found
         return self._cut[name]
 
@@ -181,10 +89,11 @@ class _LazyDefs(_Defs):
 _IMPORT_STATEMENT = re.compile(r"^(?:from[ \t]+[\w.]+[ \t]+import[ \t]*\([^)]*\)|(?:from|import)[ \t][^\n]*)\n?", re.M)
 
 
-def _def_at(text: str, start: int, name: str) -> Def | None:
-    """The def starting at `start` (column 0), parsed alone: its lines run until the next line at
-    column 0 that is not blank, a comment, or a bracket closing its signature. None: that cut does
-    not parse to exactly this def (a string or bracket with lines at column 0 in it, a backslash)."""
+def _def_at(text: str, start: int, name: str) -> Symbols | None:
+    """The def starting at `start` (column 0), parsed alone (the `Symbols` of a module of it alone):
+    its lines run until the next line at column 0 that is not blank, a comment, or a bracket closing
+    its signature. None: that cut does not parse to exactly this def (a string or bracket with lines
+    at column 0 in it, a backslash)."""
     header_end = text.find("\n", start)
     following = _COLUMN_0_STATEMENT.search(text, header_end + 1) if header_end != -1 else None
     try:
@@ -193,22 +102,11 @@ def _def_at(text: str, start: int, name: str) -> Def | None:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != name:
         return None
-    return tree.body[0]
+    return Symbols(tree)
 
 
 _COLUMN_0_STATEMENT = re.compile(r"^[^\s#)\]}]", re.M)
 _DEF_AT_COLUMN_0 = re.compile(r"^def[ \t]+(\w+)", re.M)
-
-
-def _own_defs(function: Def) -> Iterator[Def]:
-    """The defs nested in a function, at any depth."""
-    stack: list[ast.stmt] = list(function.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _FUNCTIONS):
-            yield node
-        for field in _BLOCK_FIELDS:
-            stack.extend(getattr(node, field, ()))
 
 
 class _Helpers:
@@ -218,7 +116,7 @@ class _Helpers:
     from another module of the project (`from pkg.mod import f`); decided per name, when a unit
     calls it, at the depth of summaries the call is at."""
 
-    def __init__(self, defs: _Defs, path: str, rough: bool = False) -> None:
+    def __init__(self, defs: Symbols | _LazyDefs, path: str, rough: bool = False) -> None:
         self._defs = defs
         self._path = path
         self._rough = rough  # imported helpers may return anything: no other module is read
@@ -263,7 +161,10 @@ class _Helpers:
         key = (name, method, depth)
         if key not in self._paths:
             imported = None if method or depth >= SUMMARY_DEPTH or not self._path else self._defs.imported.get(name)
-            self._paths[key] = _project_module(self._path, *imported[:2]) if imported is not None else None
+            if imported is None or imported[0].startswith("torch"):  # torch's own modules are not the project's
+                self._paths[key] = None
+            else:
+                self._paths[key] = _project_module(self._path, *imported[:2])
         return self._paths[key]
 
     def may_summarise(self, name: str, method: bool, depth: int) -> bool:
