@@ -22,10 +22,8 @@ import libcst as cst
 
 from .evidence import Declared
 from .index.files import find_module
-from .index.symbols import Symbols, derived_classes, summarisable
+from .index.symbols import PARSE_ERRORS, Symbols, derived_classes, summarisable
 from .source import SourceError, read_bytes
-
-_PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +140,7 @@ class Library:
                     warnings.simplefilter("ignore")
                     try:
                         tree = ast.parse(self.text)
-                    except _PARSE_ERRORS:
+                    except PARSE_ERRORS:
                         return self._spans
             self._tree = None  # only what the table gives is kept, not the table or the tree
             symbols = Symbols(tree, self.path)

@@ -18,8 +18,10 @@ from ..evidence import Declared, declared
 from ..facts.policy import summarisable as policy_summarisable
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
+# What `ast.parse` raises on a text CPython rejects (or cannot build a tree of).
+PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
 Scope = list[ast.AST]  # the functions and classes around a def, outermost first
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 class Import(NamedTuple):
@@ -97,7 +99,7 @@ class Symbols:
     @functools.cached_property
     def defs(self) -> dict[str, Def]:
         """The defs of the module's own body, by name (the last of a name wins)."""
-        return {node.name: node for node in self.tree.body if isinstance(node, _DEFS)}
+        return {node.name: node for node in self.tree.body if isinstance(node, FUNCTIONS)}
 
     @functools.cached_property
     def classes(self) -> dict[str, ast.ClassDef]:
@@ -109,11 +111,11 @@ class Symbols:
         """`defs`, and the defs of those classes' own bodies as `Class.name`."""
         found: dict[str, Def] = {}
         for node in self.tree.body:
-            if isinstance(node, _DEFS):
+            if isinstance(node, FUNCTIONS):
                 found[node.name] = node
             elif isinstance(node, ast.ClassDef):
                 for inner in node.body:
-                    if isinstance(inner, _DEFS):
+                    if isinstance(inner, FUNCTIONS):
                         found[f"{node.name}.{inner.name}"] = inner
         return found
 
@@ -225,7 +227,7 @@ def _defs_in(body: list[ast.stmt], into_defs: bool) -> list[tuple[Scope, Def, bo
     while stack:
         body, scope, direct, held = stack.pop()
         for node in body:
-            if isinstance(node, _DEFS):
+            if isinstance(node, FUNCTIONS):
                 found.append((scope, node, direct, held))
                 if into_defs:
                     stack.append((node.body, scope + [node], True, held))

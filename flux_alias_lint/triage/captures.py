@@ -12,8 +12,9 @@ from typing import NamedTuple
 from ..facts.reports import KEEPING_KINDS, KEEPING_NAMES
 from ..facts.storage import CONTAINER_CONSTRUCTORS, CONTAINER_MUTATORS
 from ..facts.tensor_ops import torch_function_alias_kind, writes_in_place
+from ..index.symbols import FUNCTIONS, Def
 from .calls import _copies, _helper_call
-from .syntax import _CHILD_FIELDS, _FUNCTIONS, _LEAF_FIELDS, _LEAVES, Def, _dotted, _owner, _parameters
+from .syntax import _CHILD_FIELDS, _LEAF_FIELDS, _LEAVES, _dotted, _owner, _parameters
 from .values import D, S, Token, _named, _overlap, _union
 
 
@@ -153,7 +154,7 @@ def _captures_and_writes(
         kind = type(node)
         if kind in _NAME_BINDINGS:
             # A def's own name is bound in the def around it (whose context the def's node is not in).
-            scope = context[0][-1].scope if kind in _FUNCTIONS and context[0] else context[1]
+            scope = context[0][-1].scope if kind in FUNCTIONS and context[0] else context[1]
             _bind_names(node, bound.setdefault(scope, {}))
         if kind in _DISPLAYS:
             if not reports:
@@ -339,7 +340,7 @@ _BINDINGS = frozenset(
 _CONTAINER_VALUES = (
     ast.Dict, ast.List, ast.Set, ast.Tuple, ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.JoinedStr,
 )  # fmt: skip
-_DEFS = (*_FUNCTIONS, ast.ClassDef)
+_DEFS = (*FUNCTIONS, ast.ClassDef)
 _NAME_BINDINGS = frozenset(
     {ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.For}
     | {ast.AsyncFor, ast.comprehension, ast.withitem, *_DEFS}

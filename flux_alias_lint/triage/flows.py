@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..facts.reports import REPORT_LENGTHS
 from ..facts.storage import CONTAINER_METHODS, MAPPING_NAMES
 from ..facts.tensor_ops import attribute_alias_kind, writes_in_place
+from ..index.symbols import FUNCTIONS
 from .calls import FLAG_UPDATES, _Calls, _helper_call, _is_mutation, _may_have_effects, _updates_a_mapping
 from .captures import _CaptureQuestions
 from .returns import _own_returns, _Returns
-from .syntax import _CHILD_FIELDS, _FUNCTIONS, _LEAF_FIELDS, _LEAVES, _dotted, _has_starred, _owner, _parameters
+from .syntax import _CHILD_FIELDS, _LEAF_FIELDS, _LEAVES, _dotted, _has_starred, _owner, _parameters
 from .values import _NO_TOKENS, D, H, M, S, Token, _elements, _holding, _narrowed, _union
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ class _FlowStorage:
         elif kind is ast.withitem:
             if node.optional_vars is not None:
                 self._bind_storage(node.optional_vars, self._storage(node.context_expr) | {id(node)})
-        elif kind in _FUNCTIONS:  # a nested def: calling it gives what it returns
+        elif kind in FUNCTIONS:  # a nested def: calling it gives what it returns
             tokens = _NO_TOKENS
             for value in self.own_returns(node):
                 tokens |= self._storage(value)

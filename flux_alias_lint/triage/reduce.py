@@ -11,13 +11,13 @@ from collections.abc import Iterator
 
 from ..facts.reports import AUGMENTED_OPERATORS, KEEPING_NAMES
 from ..facts.storage import MAPPING_NAMES, MAPPING_UPDATE
-from ..index.symbols import Symbols
+from ..index.symbols import FUNCTIONS, PARSE_ERRORS, Def, Symbols
 from .calls import _is_mapping, _is_mutation
 from .captures import _assigned_into, _captures_and_writes, _keeping_functions
 from .flows import _Flow, _flow_may_find, _Flows
 from .returns import _some_return_may_fit
 from .summaries import _Helpers
-from .syntax import _BLOCK_FIELDS, _FUNCTIONS, _PARSE_ERRORS, Def
+from .syntax import _BLOCK_FIELDS
 
 # Line ends that `str.splitlines` honours but Python's tokenizer does not.
 _OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -63,7 +63,7 @@ def _reduce_source(text: str, reached: frozenset[int], path: str, captures: bool
                 compile(text, "<triage>", "exec", dont_inherit=True)  # validated, without building a tree
                 return []
             tree = ast.parse(text)
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             return None
     lines = _source_lines(text)
     symbols = Symbols(tree, path)
@@ -129,7 +129,7 @@ def _source_lines(text: str) -> list[str]:
 
 def _units(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     for node in body:
-        if isinstance(node, _FUNCTIONS):
+        if isinstance(node, FUNCTIONS):
             yield node
         else:
             for field in _BLOCK_FIELDS:
@@ -171,7 +171,7 @@ def _lambdas_outside_units(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt | No
     """Every lambda outside every def (a dataclass field's `default_factory`, `f = lambda ...`), with the
     simple statement holding it; None when it is in the header of a compound statement (`if`, `class`)."""
     for node in body:
-        if isinstance(node, _FUNCTIONS):
+        if isinstance(node, FUNCTIONS):
             continue
         blocks = [field for field in _BLOCK_FIELDS if hasattr(node, field)]
         if not blocks:
@@ -289,7 +289,7 @@ def _reduce(
         warnings.simplefilter("ignore")
         try:
             compile(reduced, "<triage>", "exec", dont_inherit=True)
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             return None
     return Reduced(reduced, tuple(numbers), tree)
 

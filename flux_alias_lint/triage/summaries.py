@@ -12,9 +12,9 @@ import re
 
 from ..facts.policy import SUMMARY_DEPTH
 from ..index.files import find_module
-from ..index.symbols import Symbols, summarisable
+from ..index.symbols import PARSE_ERRORS, Def, Symbols, summarisable
 from .flows import Walk, _Flow, _walk
-from .syntax import _PARSE_ERRORS, Def, _parameters, _quiet_parse
+from .syntax import _parameters, _quiet_parse
 from .values import ALL, Token, _named, _union
 
 
@@ -33,7 +33,7 @@ class _LazyDefs:
         self._nested: dict[str, list[Def]] = {}
         try:
             self._imports_only = Symbols(_quiet_parse("".join(match[0] for match in _IMPORT_STATEMENT.finditer(text))))
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             self._imports_only = self._all()
 
     @property
@@ -48,7 +48,7 @@ class _LazyDefs:
         if self._whole is None:
             try:
                 tree = _quiet_parse(self._text)
-            except _PARSE_ERRORS:  # the analysis reads no function of a module CPython rejects: nor does this
+            except PARSE_ERRORS:  # the analysis reads no function of a module CPython rejects: nor does this
                 tree = ast.Module(body=[], type_ignores=[])
             self._whole = Symbols(tree)
         return self._whole
@@ -98,7 +98,7 @@ def _def_at(text: str, start: int, name: str) -> Symbols | None:
     following = _COLUMN_0_STATEMENT.search(text, header_end + 1) if header_end != -1 else None
     try:
         tree = _quiet_parse(text[start : following.start() if following else len(text)])
-    except _PARSE_ERRORS:
+    except PARSE_ERRORS:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != name:
         return None
@@ -259,7 +259,7 @@ def _imported_helpers(path: str) -> _Helpers | None:
     try:
         with open(path, "rb") as handle:
             helpers: _Helpers | None = _Helpers(_LazyDefs(handle.read().decode("utf-8")), path)
-    except (OSError, UnicodeDecodeError, *_PARSE_ERRORS):
+    except (OSError, UnicodeDecodeError, *PARSE_ERRORS):
         helpers = None
     _LOADED[key] = helpers
     if len(_LOADED) > _LOADED_KEPT:

@@ -6,11 +6,8 @@ from __future__ import annotations
 import ast
 import warnings
 
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Where statements nest: a unit may be defined in a class, an `if`, a `try`, a `with`, a loop, a `match`.
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-_PARSE_ERRORS = (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError)
-Def = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 # Statements with no statements inside them (a `return` is a statement: only blocks hold one).
 _EXPRESSION_STATEMENTS = frozenset({ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Raise, ast.Assert})
