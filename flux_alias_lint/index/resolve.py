@@ -40,12 +40,14 @@ class Resolver(Modules):
         if isinstance(node, ast.Call) and last_name(node.func) == "partial" and node.args:
             return self._resolve(module, scope, node.args[0], depth + 1)
         if isinstance(node, ast.Call):
-            # An instance of a class of the project (a functor: calling it runs its `__call__`), or a
-            # factory: what the functions it may be return (a callable or a partial, not a call's result).
+            # An instance of a class of the project (a functor: calling it runs its `__call__`, or, where
+            # the project defines none, its `forward`: a `torch.nn.Module`'s), or a factory: what the
+            # functions it may be return (a callable or a partial, not a call's result).
             instances = [
                 (class_module, method)
                 for class_module, cls in self._classes(module, node.func)
                 for method in self._methods(class_module, cls, "__call__", 0)
+                or self._methods(class_module, cls, "forward", 0)
             ]
             return instances + [
                 found

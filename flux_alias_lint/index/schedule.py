@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from .files import find_module
 from .gates import LOSS_REDUCTION_CLASS
@@ -77,25 +77,8 @@ class ScheduleEvidence(Resolver):
         if signature is not None:
             what = f"{function.name} has {signature.shown}"
             self._forward_step(module, inner, function, self._step(module, function, what), guessed=True)
-        nodes = list(body_walk(function))
-        bound = {  # names bound to `get_forward_backward_func()` here: calling them runs the schedule
-            last_name(t)
-            for stmt in nodes
-            if isinstance(stmt, ast.Assign)
-            and isinstance(stmt.value, ast.Call)
-            and last_name(stmt.value.func) == "get_forward_backward_func"
-            for t in stmt.targets
-        }
-        for call in nodes:
-            if not isinstance(call, ast.Call):
-                continue
-            name = last_name(call.func)
-            schedule = name in bound or _calls_getter(call)
-            entry = None if schedule else _schedule_call(module, call, name)
+        for call, name, entry, handed in schedule_calls(module, body_walk(function)):
             keyword = entry.keyword if entry else "forward_step_func"
-            handed = argument(call, keyword, entry.position if entry else None)
-            if handed is None or not (schedule or entry):
-                continue
             does = entry.does if entry else "rescales the loss in place"
             what = f"passed as {keyword} to {name or 'get_forward_backward_func()'}, which {does}"
             if keyword != "forward_step_func":  # the loss function itself
@@ -170,6 +153,33 @@ class ScheduleEvidence(Resolver):
         passed_in = isinstance(maker, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(argument, ast.Name)
         if passed_in and argument.id in parameters(maker):
             self._callers(bound.module, bound.scope, argument.id, steps)
+
+
+def schedule_calls(
+    module: Symbols, nodes: Iterable[ast.AST]
+) -> Iterator[tuple[ast.Call, str | None, ScheduleCall | None, ast.expr]]:
+    """The calls among `nodes` (one function's own, or a module's) that hand a schedule what it calls:
+    (the call, its callee's name, its `handoffs.SCHEDULE_CALLS` entry or None for a call of
+    `get_forward_backward_func()`'s result, what it hands over)."""
+    nodes = list(nodes)
+    bound = {  # names bound to `get_forward_backward_func()` here: calling them runs the schedule
+        last_name(t)
+        for stmt in nodes
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and last_name(stmt.value.func) == "get_forward_backward_func"
+        for t in stmt.targets
+    }
+    for call in nodes:
+        if not isinstance(call, ast.Call):
+            continue
+        name = last_name(call.func)
+        schedule = name in bound or _calls_getter(call)
+        entry = None if schedule else _schedule_call(module, call, name)
+        keyword = entry.keyword if entry else "forward_step_func"
+        handed = argument(call, keyword, entry.position if entry else None)
+        if handed is not None and (schedule or entry):
+            yield call, name, entry, handed
 
 
 def _forward_step_signature(function: ast.AST) -> Signature | None:
