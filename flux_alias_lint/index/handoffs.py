@@ -108,7 +108,9 @@ RETURNED_LOSS_FUNCTION = HandOff(
     "returned-loss-function",
     "What a forward step returns second is Megatron's loss function: a closure, a function or method, a "
     "`functools.partial` of one, a lambda and what it calls, what a factory returns (Megatron-Bridge's "
-    "`_create_loss_function` returns a `partial` of `masked_next_token_loss`), or a method of an attribute whose "
+    "`_create_loss_function` returns a `partial` of `masked_next_token_loss`), an instance of a class of the "
+    "project (its `__call__`, or where the project defines none its `forward`: a `torch.nn.Module` loss such as "
+    "NeMo's `SigLipLoss`), or a method of an attribute whose "
     "class is declared (`self.loss_func: BaseLossFunc`, then `partial(self.loss_func.compute_loss, ...)`: that "
     "class's method and its subclasses' in the project).",
     "FAL001/loss_object_method",
@@ -132,7 +134,8 @@ RETURNED_AS_THE_LOSS = HandOff(
 )
 DELEGATED = HandOff(
     "delegated",
-    "A reached loss function returns the `(loss, report)` of a function it calls (`loss, metrics = "
+    "A reached loss function returns the `(loss, report)` of a function it calls (`return loss_func_modelopt(...)`, "
+    "or `loss, metrics = "
     "loss_fn(**kwargs)` and then `return loss, metrics`, or a report it `.update`s with `metrics`, as RLinf's "
     "`policy_loss` and its registered losses do): that function takes the caller's context, and so on down.",
     "FAL001/loss_delegated_through_a_registry",

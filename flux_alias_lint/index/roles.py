@@ -74,9 +74,7 @@ def _bindings(nodes: list[ast.AST]) -> Iterator[tuple[list[ast.expr], ast.expr]]
 
 
 def _made_from(value: ast.expr, calls: set[int], made: set[str]) -> bool:
-    return any(
-        id(node) in calls or (isinstance(node, ast.Name) and node.id in made) for node in ast.walk(value)
-    )
+    return any(id(node) in calls or (isinstance(node, ast.Name) and node.id in made) for node in ast.walk(value))
 
 
 def _stored_names(target: ast.expr) -> Iterator[str]:
