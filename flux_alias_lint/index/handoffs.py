@@ -115,6 +115,15 @@ RETURNED_LOSS_FUNCTION = HandOff(
     "class's method and its subclasses' in the project).",
     "FAL001/loss_object_method",
 )
+MODEL_FORWARD = HandOff(
+    "model-forward",
+    "The forward step unpacks `loss, loss_dict = model(x)` (its parameter `model`) and returns a closure returning "
+    "exactly those two names (NeMo-1's text-to-image models: `def dummy(output_tensor): return loss, loss_dict`): "
+    "the `forward` of the class the schedule call's `model=self.model` is an instance of (made in its class by "
+    "`Class(...)` or by a method returning one, `self.model = self.model_provider_func()`) returns what the "
+    "schedule rescales, and what that `forward` returns in turn (`delegated`).",
+    "FAL002/loss_made_in_the_models_forward",
+)
 BOUND_BY_PARTIAL = HandOff(
     "bound-by-partial",
     "The forward step is handed over as `partial(self.inner_forward_step, forward_func)` and returns that "
@@ -183,6 +192,7 @@ HAND_OFFS: tuple[HandOff, ...] = (
     MEGATRON_LM_SIGNATURE,
     BRIDGE_SIGNATURE,
     RETURNED_LOSS_FUNCTION,
+    MODEL_FORWARD,
     BOUND_BY_PARTIAL,
     RETURNED_AS_THE_LOSS,
     DELEGATED,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from .files import find_module
 from .gates import LOSS_REDUCTION_CLASS
 from .handoffs import SCHEDULE_CALLS, SIGNATURES, ScheduleCall, Signature
-from .nodes import argument, body_walk, last_name, parameters, positional, rescaled_in_place
+from .nodes import argument, body_walk, bound_names, last_name, parameters, positional, rescaled_in_place
 from .reach import MEGATRON, Reach, Step
 from .resolve import Resolver, imported_from
 from .symbols import Symbols
@@ -91,7 +91,9 @@ class ScheduleEvidence(Resolver):
                         scope_of_target = target_module.scope_of(target)
                         arguments = _Bound(module, inner, partial, _bindings(partial, target)) if partial else None
                         why = self._step(module, call, what)
-                        self._forward_step(target_module, scope_of_target, target, why, arguments)
+                        model = argument(call, "model", None)
+                        given = _Given(module, inner, model) if model is not None else None
+                        self._forward_step(target_module, scope_of_target, target, why, arguments, given)
 
     def _loss_reduction_evidence(self, module: Symbols) -> None:
         """The `forward` of each class of `module` deriving from NeMo's `MegatronLossReduction`."""
@@ -118,16 +120,22 @@ class ScheduleEvidence(Resolver):
         function: ast.AST,
         why: Step,
         bound: _Bound | None = None,
+        model: _Given | None = None,
         guessed: bool = False,
     ) -> None:
         """A forward-step function: whatever it returns second is Megatron's loss_func. `bound`: the
-        partial it was handed over as, whose arguments its parameters are (a loss function may be one)."""
+        partial it was handed over as, whose arguments its parameters are (a loss function may be one);
+        `model`: what the schedule call hands the forward step as its `model`."""
         for stmt in body_walk(function):
             if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 2:
                 handed = stmt.value.elts[1]
                 steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), why)
                 for target_module, target in self._resolve(module, scope, handed):
                     self._reach(target_module.path, target, Reach(MEGATRON, steps, guessed))
+                    call = _model_results(function, target) if model is not None else None
+                    if call is not None:  # `loss, loss_dict = model(x)`, and the closure returns them
+                        what = f"{target.name} returns what model's forward returned at {function.name}"
+                        self._model_forward(model, (self._step(module, call, what), *steps))
                     if bound is not None and target in body_walk(function):  # a closure of the forward step
                         for call, parameter in _delegations(target, bound.arguments):
                             what = f"called by {target.name}, which returns its (loss, report)"
@@ -135,6 +143,14 @@ class ScheduleEvidence(Resolver):
                 parameter = _callee_name(handed)
                 if bound is not None and parameter in bound.arguments:  # `return output, partial(loss_fn, ...)`
                     self._reach_argument(bound, parameter, steps)
+
+    def _model_forward(self, model: _Given, steps: tuple[Step, ...]) -> None:
+        """The `forward` of each class of the project the schedule's `model` is an instance of
+        (`self.model`, made in its class by `Class(...)` or by a method returning one): calling the
+        model runs it, so what it returns is what the closure hands the schedule."""
+        for class_module, cls in self._instance_classes(model.module, model.scope, model.node):
+            for forward in self._methods(class_module, cls, "forward", 0):
+                self._reach(class_module.path, forward, Reach(MEGATRON, steps))
 
     def _partial(self, module: Symbols, scope: list[ast.AST], node: ast.expr) -> ast.Call | None:
         """`functools.partial(...)` as handed over: the call itself, or the one a name is bound to."""
@@ -180,6 +196,47 @@ def schedule_calls(
         handed = argument(call, keyword, entry.position if entry else None)
         if handed is not None and (schedule or entry):
             yield call, name, entry, handed
+
+
+@dataclasses.dataclass(frozen=True)
+class _Given:
+    """What a schedule call hands the forward step as its `model`, with where the call is."""
+
+    module: Symbols
+    scope: list[ast.AST]
+    node: ast.expr
+
+
+def _model_results(forward_step: ast.AST, closure: ast.AST) -> ast.Assign | None:
+    """`loss, loss_dict = model(...)` in `forward_step` (its parameter `model`), when `closure`, a def
+    of it, returns exactly those two names and nothing else (`def dummy(output_tensor): return loss,
+    loss_dict`, NeMo-1's text-to-image forward steps)."""
+    if not isinstance(closure, (ast.FunctionDef, ast.AsyncFunctionDef)) or closure not in body_walk(forward_step):
+        return None
+    if "model" not in parameters(forward_step):
+        return None
+    returns = [node for node in body_walk(closure) if isinstance(node, ast.Return)]
+    names = [
+        tuple(e.id for e in r.value.elts if isinstance(e, ast.Name))
+        for r in returns
+        if isinstance(r.value, ast.Tuple) and len(r.value.elts) == 2
+    ]
+    if not names or len(names) != len(returns) or len(set(names)) != 1 or len(names[0]) != 2:
+        return None
+    if set(names[0]) & (bound_names(body_walk(closure)) | set(parameters(closure))):
+        return None
+    for stmt in body_walk(forward_step):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Tuple)
+            and tuple(e.id if isinstance(e, ast.Name) else None for e in stmt.targets[0].elts) == names[0]
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id == "model"
+        ):
+            return stmt
+    return None
 
 
 def _forward_step_signature(function: ast.AST) -> Signature | None:
