@@ -167,7 +167,9 @@ CALC_LOSS = ScheduleCall(
 LOSS_REDUCTION = HandOff(
     "nemo-loss-reduction",
     "The `forward` of a subclass of NeMo's `MegatronLossReduction` (NeMo 2 and BioNeMo hand the reduction to "
-    "Megatron's schedule through `MegatronParallel`).",
+    "Megatron's schedule through `MegatronParallel`), unless only an FSDP strategy runs it: every strategy its "
+    "module makes is an `FSDPStrategy` or `FSDP2Strategy` (they call `forward` themselves) and no other module "
+    "imports the class or its module.",
     "FAL002/megatron_loss_reduction",
 )
 PATCH = Patch(

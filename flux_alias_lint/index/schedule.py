@@ -28,6 +28,9 @@ _SCHEDULE_MODULES = ("megatron.core.pipeline_parallel.schedules", "megatron.sche
 
 _SCHEDULE_LOSS_FUNC = "loss_func"  # the name the schedule gives what the forward step returns
 
+# NeMo 2's strategies that call a loss reduction's `forward` directly, without Megatron's schedule.
+_FSDP_STRATEGIES = frozenset({"FSDPStrategy", "FSDP2Strategy"})
+
 
 @dataclasses.dataclass(frozen=True)
 class _Bound:
@@ -96,13 +99,33 @@ class ScheduleEvidence(Resolver):
                         self._forward_step(target_module, scope_of_target, target, why, arguments, given)
 
     def _loss_reduction_evidence(self, module: Symbols) -> None:
-        """The `forward` of each class of `module` deriving from NeMo's `MegatronLossReduction`."""
+        """The `forward` of each class of `module` deriving from NeMo's `MegatronLossReduction`, unless
+        only an FSDP strategy runs it (`_under_fsdp_only`)."""
         for cls in module.classes.values():
-            if self._is_loss_reduction(module, cls, depth=0):
+            if self._is_loss_reduction(module, cls, depth=0) and not self._under_fsdp_only(module, cls):
                 for stmt in cls.body:
                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "forward":
                         what = f"forward of {cls.name}, a {LOSS_REDUCTION_CLASS}"
                         self._reach(module.path, stmt, Reach(MEGATRON, (self._step(module, stmt, what),)))
+
+    def _under_fsdp_only(self, module: Symbols, cls: ast.ClassDef) -> bool:
+        """Whether every strategy `module` makes is an FSDP one (NeMo 2's `FSDPStrategy` and
+        `FSDP2Strategy` call the reduction's `forward` themselves: no schedule, nothing rescales), and
+        no other module of the project imports `cls` or `module`: the reduction runs only there."""
+        made = {
+            name
+            for node in ast.walk(module.tree)
+            if isinstance(node, ast.Call) and (name := last_name(node.func)) is not None and name.endswith("Strategy")
+        }
+        if not made or not made <= _FSDP_STRATEGIES:
+            return False
+        stem = os.path.splitext(os.path.basename(module.path))[0]
+        for other in map(self._module, self._mentioning(module.path, cls.name)):
+            if other is None or other is module:
+                continue
+            if any(target.rpartition(".")[2] in (cls.name, stem) for target, _ in other.targets.values()):
+                return False
+        return True
 
     def _is_loss_reduction(self, module: Symbols, cls: ast.ClassDef, depth: int) -> bool:
         for base in cls.bases:
