@@ -26,7 +26,7 @@ from .symbols import Symbols
 def not_loss_functions(text: str, path: str = "") -> frozenset[int]:
     """The def lines of the functions of `text` that are not loss functions (see the module's doc)."""
     try:
-        module = Symbols(ast.parse(text), path)
+        module = Symbols(ast.parse(text.removeprefix("\ufeff")), path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     threaded = _threaded_back(module)
