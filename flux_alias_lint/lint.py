@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -16,6 +17,7 @@ from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .index.project import ProjectIndex
 from .index.reach import UNREACHED_REACH, Reach, Step
+from .index.roles import not_loss_functions
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
@@ -70,7 +72,7 @@ def _collect(
 ) -> tuple[list[T], tuple[str, ...]]:
     if reaches is None:  # no project around it: the evidence in its own text
         reaches = ProjectIndex.of_source(source.text, source.path).reached_by_path().get(source.path, {})
-    context = _Context(reaches, Library(source.path, source.text))
+    context = _Context(reaches, Library(source.path, source.text), source)
     found: list[T] = []
     try:
         for parse_from, given, piece in _pieces(source, module, reaches, selection.enabled(CAPTURE_CODE)):
@@ -89,6 +91,13 @@ class _Context:
 
     reaches: Reaches
     library: Library
+    source: SourceFile
+
+    @functools.cached_property
+    def not_loss_functions(self) -> frozenset[int]:
+        """The def lines of the file's functions that are shaped like loss functions but are not
+        (`index/roles.py`): asked only when an unreached finding is about to be reported."""
+        return not_loss_functions(self.source.text, self.source.path)
 
 
 class _PieceRejected(Exception):
@@ -202,6 +211,8 @@ def _analyze_parsed(
         reach = context.reaches.get(def_line, UNREACHED_REACH)
         if reach.whole_return != raw.whole_return:  # the value rescaled is not the one this finding is about
             reach = UNREACHED_REACH
+        if not reach.steps and def_line in context.not_loss_functions:  # not a loss function: nothing to say
+            continue
         rule = ANALYSIS_RULES[raw.code]
         reach, severity = rule.verdict(raw, reach, selection.unreached)
         if (raw.proof_needed and not reach.steps) or severity is None:  # None: hidden, and so never fixed

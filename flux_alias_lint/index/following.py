@@ -44,15 +44,15 @@ class FollowedEvidence(Resolver):
                     self._reach(target_module.path, target, Reach(reach.context, (step, *reach.steps), reach.guessed))
 
     def _delegated_evidence(self, path: str) -> None:
-        """A reached loss function returning the `(loss, report)` of a function it calls (`loss, metrics =
-        loss_fn(**kwargs)`, then `return loss, metrics`, or a report it `.update`s with `metrics`): that
-        function is reached too, and so on down (`handoffs.DELEGATED`). Found from this file's own
-        evidence, as patches are."""
+        """A reached loss function returning the `(loss, report)` of a function it calls (`return
+        loss_fn(x)`, or `loss, metrics = loss_fn(**kwargs)`, then `return loss, metrics`, or a report it
+        `.update`s with `metrics`): that function is reached too, and so on down
+        (`handoffs.DELEGATED`). Found from this file's own evidence, as patches are."""
         # The evidence grows as callees are reached: the iteration meets what it adds.
         for reach, module, scope, function in self._reached_functions(self.evidence[path]):
-            for assign in _returned_unpacked(function):
-                step = self._step(module, assign, f"its (loss, report) is returned by {function.name}")
-                for target_module, target in self._resolve(module, [*scope, function], assign.value.func):
+            for stmt in (*_returned_unpacked(function), *_returned_calls(function)):
+                step = self._step(module, stmt, f"its (loss, report) is returned by {function.name}")
+                for target_module, target in self._resolve(module, [*scope, function], stmt.value.func):
                     self._reach(target_module.path, target, dataclasses.replace(reach, steps=(step, *reach.steps)))
 
     def _reached_functions(
@@ -186,6 +186,13 @@ def _returned_unpacked(function: ast.AST) -> Iterator[ast.Assign]:
             and elts[-1].id in reports
             for elts in returned
         ):
+            yield stmt
+
+
+def _returned_calls(function: ast.AST) -> Iterator[ast.Return]:
+    """The statements `return f(...)` of `function`: what it returns is what `f` returns, whole."""
+    for stmt in body_walk(function):
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
             yield stmt
 
 

@@ -108,10 +108,21 @@ RETURNED_LOSS_FUNCTION = HandOff(
     "returned-loss-function",
     "What a forward step returns second is Megatron's loss function: a closure, a function or method, a "
     "`functools.partial` of one, a lambda and what it calls, what a factory returns (Megatron-Bridge's "
-    "`_create_loss_function` returns a `partial` of `masked_next_token_loss`), or a method of an attribute whose "
+    "`_create_loss_function` returns a `partial` of `masked_next_token_loss`), an instance of a class of the "
+    "project (its `__call__`, or where the project defines none its `forward`: a `torch.nn.Module` loss such as "
+    "NeMo's `SigLipLoss`), or a method of an attribute whose "
     "class is declared (`self.loss_func: BaseLossFunc`, then `partial(self.loss_func.compute_loss, ...)`: that "
     "class's method and its subclasses' in the project).",
     "FAL001/loss_object_method",
+)
+MODEL_FORWARD = HandOff(
+    "model-forward",
+    "The forward step unpacks `loss, loss_dict = model(x)` (its parameter `model`) and returns a closure returning "
+    "exactly those two names (NeMo-1's text-to-image models: `def dummy(output_tensor): return loss, loss_dict`): "
+    "the `forward` of the class the schedule call's `model=self.model` is an instance of (made in its class by "
+    "`Class(...)` or by a method returning one, `self.model = self.model_provider_func()`) returns what the "
+    "schedule rescales, and what that `forward` returns in turn (`delegated`).",
+    "FAL002/loss_made_in_the_models_forward",
 )
 BOUND_BY_PARTIAL = HandOff(
     "bound-by-partial",
@@ -132,7 +143,8 @@ RETURNED_AS_THE_LOSS = HandOff(
 )
 DELEGATED = HandOff(
     "delegated",
-    "A reached loss function returns the `(loss, report)` of a function it calls (`loss, metrics = "
+    "A reached loss function returns the `(loss, report)` of a function it calls (`return loss_func_modelopt(...)`, "
+    "or `loss, metrics = "
     "loss_fn(**kwargs)` and then `return loss, metrics`, or a report it `.update`s with `metrics`, as RLinf's "
     "`policy_loss` and its registered losses do): that function takes the caller's context, and so on down.",
     "FAL001/loss_delegated_through_a_registry",
@@ -155,7 +167,9 @@ CALC_LOSS = ScheduleCall(
 LOSS_REDUCTION = HandOff(
     "nemo-loss-reduction",
     "The `forward` of a subclass of NeMo's `MegatronLossReduction` (NeMo 2 and BioNeMo hand the reduction to "
-    "Megatron's schedule through `MegatronParallel`).",
+    "Megatron's schedule through `MegatronParallel`), unless only an FSDP strategy runs it: every strategy its "
+    "module makes is an `FSDPStrategy` or `FSDP2Strategy` (they call `forward` themselves) and no other module "
+    "imports the class or its module.",
     "FAL002/megatron_loss_reduction",
 )
 PATCH = Patch(
@@ -180,6 +194,7 @@ HAND_OFFS: tuple[HandOff, ...] = (
     MEGATRON_LM_SIGNATURE,
     BRIDGE_SIGNATURE,
     RETURNED_LOSS_FUNCTION,
+    MODEL_FORWARD,
     BOUND_BY_PARTIAL,
     RETURNED_AS_THE_LOSS,
     DELEGATED,

@@ -40,12 +40,14 @@ class Resolver(Modules):
         if isinstance(node, ast.Call) and last_name(node.func) == "partial" and node.args:
             return self._resolve(module, scope, node.args[0], depth + 1)
         if isinstance(node, ast.Call):
-            # An instance of a class of the project (a functor: calling it runs its `__call__`), or a
-            # factory: what the functions it may be return (a callable or a partial, not a call's result).
+            # An instance of a class of the project (a functor: calling it runs its `__call__`, or, where
+            # the project defines none, its `forward`: a `torch.nn.Module`'s), or a factory: what the
+            # functions it may be return (a callable or a partial, not a call's result).
             instances = [
                 (class_module, method)
                 for class_module, cls in self._classes(module, node.func)
                 for method in self._methods(class_module, cls, "__call__", 0)
+                or self._methods(class_module, cls, "forward", 0)
             ]
             return instances + [
                 found
@@ -163,6 +165,42 @@ class Resolver(Modules):
             ):
                 named.append(node.value.func)
         return [found for node in named for found in self._classes(module, node)]
+
+    def _instance_classes(
+        self, module: Symbols, scope: list[ast.AST], node: ast.expr
+    ) -> list[tuple[Symbols, ast.ClassDef]]:
+        """The classes of the project `self.<attr>` (`node`, in `scope`) is an instance of: declared or
+        made in its class (`_attribute_classes`), or made by a method of it returning an instance
+        (`self.model = self.model_provider_func()`, which does `model = LatentDiffusion(...)`, `return model`)."""
+        cls = next((f for f in reversed(scope) if isinstance(f, ast.ClassDef)), None)
+        if cls is None or not is_self_attribute(node):
+            return []
+        found = self._attribute_classes(module, cls, node.attr)
+        inner = scope[: scope.index(cls) + 1]
+        made = [
+            stmt.value.func
+            for stmt in ast.walk(cls)
+            if isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and any(is_self_attribute(t) and t.attr == node.attr for t in stmt.targets)
+        ]
+        for factory_module, factory in (found for func in made for found in self._resolve(module, inner, func)):
+            if isinstance(factory, ast.Lambda):
+                continue
+            nodes = list(body_walk(factory))
+            for stmt in nodes:
+                if not (isinstance(stmt, ast.Return) and stmt.value is not None):
+                    continue
+                values = [stmt.value]
+                if isinstance(stmt.value, ast.Name):  # `model = LatentDiffusion(...)`, then `return model`
+                    values = [
+                        n.value
+                        for n in nodes
+                        if isinstance(n, ast.Assign)
+                        and any(isinstance(t, ast.Name) and t.id == stmt.value.id for t in n.targets)
+                    ]
+                found += [c for v in values if isinstance(v, ast.Call) for c in self._classes(factory_module, v.func)]
+        return found
 
     def _subclass_methods(self, module: Symbols, cls: ast.ClassDef, name: str) -> list[tuple[Symbols, ast.AST]]:
         """Method `name` of `cls` (or what it inherits) and the overrides of its subclasses in the

@@ -12,12 +12,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from .files import find_module
 from .gates import LOSS_REDUCTION_CLASS
 from .handoffs import SCHEDULE_CALLS, SIGNATURES, ScheduleCall, Signature
-from .nodes import argument, body_walk, last_name, parameters, positional, rescaled_in_place
+from .nodes import argument, body_walk, bound_names, last_name, parameters, positional, rescaled_in_place
 from .reach import MEGATRON, Reach, Step
 from .resolve import Resolver, imported_from
 from .symbols import Symbols
@@ -27,6 +27,9 @@ from .symbols import Symbols
 _SCHEDULE_MODULES = ("megatron.core.pipeline_parallel.schedules", "megatron.schedules")
 
 _SCHEDULE_LOSS_FUNC = "loss_func"  # the name the schedule gives what the forward step returns
+
+# NeMo 2's strategies that call a loss reduction's `forward` directly, without Megatron's schedule.
+_FSDP_STRATEGIES = frozenset({"FSDPStrategy", "FSDP2Strategy"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,25 +80,8 @@ class ScheduleEvidence(Resolver):
         if signature is not None:
             what = f"{function.name} has {signature.shown}"
             self._forward_step(module, inner, function, self._step(module, function, what), guessed=True)
-        nodes = list(body_walk(function))
-        bound = {  # names bound to `get_forward_backward_func()` here: calling them runs the schedule
-            last_name(t)
-            for stmt in nodes
-            if isinstance(stmt, ast.Assign)
-            and isinstance(stmt.value, ast.Call)
-            and last_name(stmt.value.func) == "get_forward_backward_func"
-            for t in stmt.targets
-        }
-        for call in nodes:
-            if not isinstance(call, ast.Call):
-                continue
-            name = last_name(call.func)
-            schedule = name in bound or _calls_getter(call)
-            entry = None if schedule else _schedule_call(module, call, name)
+        for call, name, entry, handed in schedule_calls(module, body_walk(function)):
             keyword = entry.keyword if entry else "forward_step_func"
-            handed = argument(call, keyword, entry.position if entry else None)
-            if handed is None or not (schedule or entry):
-                continue
             does = entry.does if entry else "rescales the loss in place"
             what = f"passed as {keyword} to {name or 'get_forward_backward_func()'}, which {does}"
             if keyword != "forward_step_func":  # the loss function itself
@@ -108,16 +94,38 @@ class ScheduleEvidence(Resolver):
                         scope_of_target = target_module.scope_of(target)
                         arguments = _Bound(module, inner, partial, _bindings(partial, target)) if partial else None
                         why = self._step(module, call, what)
-                        self._forward_step(target_module, scope_of_target, target, why, arguments)
+                        model = argument(call, "model", None)
+                        given = _Given(module, inner, model) if model is not None else None
+                        self._forward_step(target_module, scope_of_target, target, why, arguments, given)
 
     def _loss_reduction_evidence(self, module: Symbols) -> None:
-        """The `forward` of each class of `module` deriving from NeMo's `MegatronLossReduction`."""
+        """The `forward` of each class of `module` deriving from NeMo's `MegatronLossReduction`, unless
+        only an FSDP strategy runs it (`_under_fsdp_only`)."""
         for cls in module.classes.values():
-            if self._is_loss_reduction(module, cls, depth=0):
+            if self._is_loss_reduction(module, cls, depth=0) and not self._under_fsdp_only(module, cls):
                 for stmt in cls.body:
                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "forward":
                         what = f"forward of {cls.name}, a {LOSS_REDUCTION_CLASS}"
                         self._reach(module.path, stmt, Reach(MEGATRON, (self._step(module, stmt, what),)))
+
+    def _under_fsdp_only(self, module: Symbols, cls: ast.ClassDef) -> bool:
+        """Whether every strategy `module` makes is an FSDP one (NeMo 2's `FSDPStrategy` and
+        `FSDP2Strategy` call the reduction's `forward` themselves: no schedule, nothing rescales), and
+        no other module of the project imports `cls` or `module`: the reduction runs only there."""
+        made = {
+            name
+            for node in ast.walk(module.tree)
+            if isinstance(node, ast.Call) and (name := last_name(node.func)) is not None and name.endswith("Strategy")
+        }
+        if not made or not made <= _FSDP_STRATEGIES:
+            return False
+        stem = os.path.splitext(os.path.basename(module.path))[0]
+        for other in map(self._module, self._mentioning(module.path, cls.name)):
+            if other is None or other is module:
+                continue
+            if any(target.rpartition(".")[2] in (cls.name, stem) for target, _ in other.targets.values()):
+                return False
+        return True
 
     def _is_loss_reduction(self, module: Symbols, cls: ast.ClassDef, depth: int) -> bool:
         for base in cls.bases:
@@ -135,16 +143,22 @@ class ScheduleEvidence(Resolver):
         function: ast.AST,
         why: Step,
         bound: _Bound | None = None,
+        model: _Given | None = None,
         guessed: bool = False,
     ) -> None:
         """A forward-step function: whatever it returns second is Megatron's loss_func. `bound`: the
-        partial it was handed over as, whose arguments its parameters are (a loss function may be one)."""
+        partial it was handed over as, whose arguments its parameters are (a loss function may be one);
+        `model`: what the schedule call hands the forward step as its `model`."""
         for stmt in body_walk(function):
             if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 2:
                 handed = stmt.value.elts[1]
                 steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), why)
                 for target_module, target in self._resolve(module, scope, handed):
                     self._reach(target_module.path, target, Reach(MEGATRON, steps, guessed))
+                    call = _model_results(function, target) if model is not None else None
+                    if call is not None:  # `loss, loss_dict = model(x)`, and the closure returns them
+                        what = f"{target.name} returns what model's forward returned at {function.name}"
+                        self._model_forward(model, (self._step(module, call, what), *steps))
                     if bound is not None and target in body_walk(function):  # a closure of the forward step
                         for call, parameter in _delegations(target, bound.arguments):
                             what = f"called by {target.name}, which returns its (loss, report)"
@@ -152,6 +166,14 @@ class ScheduleEvidence(Resolver):
                 parameter = _callee_name(handed)
                 if bound is not None and parameter in bound.arguments:  # `return output, partial(loss_fn, ...)`
                     self._reach_argument(bound, parameter, steps)
+
+    def _model_forward(self, model: _Given, steps: tuple[Step, ...]) -> None:
+        """The `forward` of each class of the project the schedule's `model` is an instance of
+        (`self.model`, made in its class by `Class(...)` or by a method returning one): calling the
+        model runs it, so what it returns is what the closure hands the schedule."""
+        for class_module, cls in self._instance_classes(model.module, model.scope, model.node):
+            for forward in self._methods(class_module, cls, "forward", 0):
+                self._reach(class_module.path, forward, Reach(MEGATRON, steps))
 
     def _partial(self, module: Symbols, scope: list[ast.AST], node: ast.expr) -> ast.Call | None:
         """`functools.partial(...)` as handed over: the call itself, or the one a name is bound to."""
@@ -170,6 +192,74 @@ class ScheduleEvidence(Resolver):
         passed_in = isinstance(maker, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(argument, ast.Name)
         if passed_in and argument.id in parameters(maker):
             self._callers(bound.module, bound.scope, argument.id, steps)
+
+
+def schedule_calls(
+    module: Symbols, nodes: Iterable[ast.AST]
+) -> Iterator[tuple[ast.Call, str | None, ScheduleCall | None, ast.expr]]:
+    """The calls among `nodes` (one function's own, or a module's) that hand a schedule what it calls:
+    (the call, its callee's name, its `handoffs.SCHEDULE_CALLS` entry or None for a call of
+    `get_forward_backward_func()`'s result, what it hands over)."""
+    nodes = list(nodes)
+    bound = {  # names bound to `get_forward_backward_func()` here: calling them runs the schedule
+        last_name(t)
+        for stmt in nodes
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and last_name(stmt.value.func) == "get_forward_backward_func"
+        for t in stmt.targets
+    }
+    for call in nodes:
+        if not isinstance(call, ast.Call):
+            continue
+        name = last_name(call.func)
+        schedule = name in bound or _calls_getter(call)
+        entry = None if schedule else _schedule_call(module, call, name)
+        keyword = entry.keyword if entry else "forward_step_func"
+        handed = argument(call, keyword, entry.position if entry else None)
+        if handed is not None and (schedule or entry):
+            yield call, name, entry, handed
+
+
+@dataclasses.dataclass(frozen=True)
+class _Given:
+    """What a schedule call hands the forward step as its `model`, with where the call is."""
+
+    module: Symbols
+    scope: list[ast.AST]
+    node: ast.expr
+
+
+def _model_results(forward_step: ast.AST, closure: ast.AST) -> ast.Assign | None:
+    """`loss, loss_dict = model(...)` in `forward_step` (its parameter `model`), when `closure`, a def
+    of it, returns exactly those two names and nothing else (`def dummy(output_tensor): return loss,
+    loss_dict`, NeMo-1's text-to-image forward steps)."""
+    if not isinstance(closure, (ast.FunctionDef, ast.AsyncFunctionDef)) or closure not in body_walk(forward_step):
+        return None
+    if "model" not in parameters(forward_step):
+        return None
+    returns = [node for node in body_walk(closure) if isinstance(node, ast.Return)]
+    names = [
+        tuple(e.id for e in r.value.elts if isinstance(e, ast.Name))
+        for r in returns
+        if isinstance(r.value, ast.Tuple) and len(r.value.elts) == 2
+    ]
+    if not names or len(names) != len(returns) or len(set(names)) != 1 or len(names[0]) != 2:
+        return None
+    if set(names[0]) & (bound_names(body_walk(closure)) | set(parameters(closure))):
+        return None
+    for stmt in body_walk(forward_step):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Tuple)
+            and tuple(e.id if isinstance(e, ast.Name) else None for e in stmt.targets[0].elts) == names[0]
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id == "model"
+        ):
+            return stmt
+    return None
 
 
 def _forward_step_signature(function: ast.AST) -> Signature | None:
