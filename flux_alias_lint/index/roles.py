@@ -20,14 +20,14 @@ from collections.abc import Iterator
 
 from .nodes import body_walk, last_name
 from .schedule import schedule_calls
-from .symbols import Symbols
+from .symbols import PARSE_ERRORS, Symbols
 
 
 def not_loss_functions(text: str, path: str = "") -> frozenset[int]:
     """The def lines of the functions of `text` that are not loss functions (see the module's doc)."""
     try:
         module = Symbols(ast.parse(text.removeprefix("\ufeff")), path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except PARSE_ERRORS:
         return frozenset()
     threaded = _threaded_back(module)
     return frozenset(
