@@ -412,6 +412,13 @@ def _root(where: str) -> str:
     return re.match(r"\w+", where)[0]  # type: ignore[index]
 
 
+def _shares_storage(entry: Any, loss: Any) -> bool:
+    """Whether a report entry is over the returned loss' memory (an entry not found there: assumed so)."""
+    if not (isinstance(entry, torch.Tensor) and isinstance(loss, torch.Tensor)):
+        return entry is None
+    return entry.untyped_storage().data_ptr() == loss.untyped_storage().data_ptr()
+
+
 def _run_once(loss_func: Callable[[torch.Tensor], Any], megatron: bool) -> Run:
     """`megatron`: a forward step hands the function to Megatron, so the rescale is one of its captures' writers."""
     base = torch.linspace(0.5, 2.0, 4, requires_grad=True)
@@ -426,8 +433,16 @@ def _run_once(loss_func: Callable[[torch.Tensor], Any], megatron: bool) -> Run:
         )
     except Exception as exc:  # the same failure before and after the fix is fine
         return Run(frozenset(), f"{type(exc).__name__}: {exc}", "")
-    # The report's entries count as captures only for writes in the function (the rescale's are FAL001-FAL004).
-    captured = {where for where in at_return if _root(where) in CAPTURE_ROOTS | {"report"}}
+    # The report's entries count as captures only for writes in the function (the rescale's are FAL001-FAL004),
+    # and only for a write to the returned loss: one sharing the loss' storage (any other is the report
+    # being updated, issue 34).
+    entries = dict(_leaves(outputs[-1]))
+    captured = {
+        where
+        for where in at_return
+        if _root(where) in CAPTURE_ROOTS
+        or (_root(where) == "report" and _shares_storage(entries.get(where), outputs[0]))
+    }
     if megatron:
         captured |= {where for where in watch.moved() if _root(where) in CAPTURE_ROOTS}
     after = dict(_leaves(report))

@@ -42,11 +42,22 @@ def test_an_entry_updated_through_its_own_container_is_not_a_capture_written():
     assert _captures(ACCUMULATED) == []
 
 
-def test_an_entry_written_through_another_name_still_is():
-    # The kept value itself scaled in place after it was stored: the entry changes.
+def test_an_entry_written_through_another_name_is_the_reports_own_update():
+    # The kept metric itself scaled in place after it was stored: the entry changes, but no write to
+    # the returned loss changes it (issue 34: a transform cropping its returned target in place).
     source = ACCUMULATED.replace("metrics_accum[k] += val", "metrics_accum[k] = val\n                    val *= 2")
     assert source != ACCUMULATED
-    assert _captures(source) == ["report[...]"]
+    assert _captures(source) == []
+
+
+def test_an_entry_the_returned_loss_is_written_after_keeping_still_is():
+    # The loss scaled in place after an entry kept it: the entry shows the scaled loss.
+    source = ACCUMULATED.replace(
+        "return loss_accum, metrics_accum",
+        'metrics_accum["loss"] = loss_accum.detach()\n        loss_accum *= 2\n        return loss_accum, metrics_accum',
+    )
+    assert source != ACCUMULATED
+    assert _captures(source) == ['report["loss"]']
 
 
 REALLOCATED_IN_A_LOOP = textwrap.dedent(

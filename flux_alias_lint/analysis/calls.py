@@ -24,6 +24,7 @@ from ..facts.storage import (
 )
 from ..facts.tensor_ops import (
     AMBIGUOUS_METHODS,
+    ARRAY_LIBRARIES,
     ARRAY_METHODS,
     COPY_KEYWORD,
     DTYPE_ARGUMENT_METHODS,
@@ -77,6 +78,10 @@ class Calls:
     def _eval_Call(self, node: cst.Call, env: Env) -> Val:
         func = node.func
         qualified = self._qualified(func, env)
+        if qualified is not None and qualified.partition(".")[0] in ARRAY_LIBRARIES:
+            self._args(node, env)
+            self._array_sites.add(id(node))
+            return self._fresh(node)  # `jnp.einsum(...)`, `np.zeros(n)`: an array, never a tensor
         if qualified is not None:
             handled = self._call_function(qualified, node, env)
             if handled is not None:
@@ -422,6 +427,7 @@ class Calls:
         return dataclasses.replace(method.receiver, items=())
 
     # Provided by the other parts of `ModuleAnalysis`.
+    _array_sites: set[int]
     _guessed_sites: set[int]
     imports: dict[str, str]
     library: Library | None

@@ -8,7 +8,8 @@ captured is kept in the environment itself (under keys no name can be), so branc
 captures apart as they keep names apart, and a capture made after a write is never changed by it.
 
 Two writers change a capture: an in-place write later in the same function (`x *= k`, `x.mul_(k)`,
-see `facts.tensor_ops.writes_in_place`) to storage a captured alias overlaps, and the rescale of the returned
+see `facts.tensor_ops.writes_in_place`) to storage a captured alias overlaps (for a report's entry,
+only a write to the returned loss or an alias of it: anything else is the report being updated), and the rescale of the returned
 loss by whoever calls the function (only a finding where the project shows Megatron or an in-place
 caller doing it: `proof_needed`). The returned loss is the first element of a returned `(loss,
 report)`, or a bare returned value, which only a reach of its own proves rescaled (`whole_return`:
@@ -52,7 +53,8 @@ class CaptureTracking:
 
     def _init_captures(self) -> None:
         self._places: dict[Alias, str] = {}  # where each captured alias is kept (`self.losses[...]`)
-        self._writes: dict[Alias, cst.CSTNode] = {}  # a report entry in WRITTEN -> the first write changing it
+        # A report entry in WRITTEN -> the writes changing it, in order, each with the storage it wrote.
+        self._writes: dict[Alias, dict[int, tuple[cst.CSTNode, frozenset[Alias]]]] = {}
         self._closure_names: dict[int, frozenset[str]] = {}  # per nested def: the closure variables it uses
 
     def _escapes(self, target: cst.BaseExpression, env: Env) -> bool:
@@ -115,12 +117,14 @@ class CaptureTracking:
         )
         if marked:
             for alias in marked:
-                self._writes.setdefault(alias, node)
+                writes = self._writes.setdefault(alias, {})
+                before = writes.get(id(node))  # a loop's passes: the storage every pass wrote
+                writes[id(node)] = (node, written.aliases if before is None else before[1] | written.aliases)
             env[WRITTEN] = join(env[WRITTEN], Val(marked)) if WRITTEN in env else Val(marked)
 
     def _captures_at_return(self, val: Val, node: cst.BaseExpression | None, env: Env) -> None:
-        """At `return (loss, ..., report)`: report entries an in-place write changed after they were
-        stored, and captures of `loss` that whoever rescales the returned loss changes. At `return
+        """At `return (loss, ..., report)`: report entries an in-place write of `loss` changed after they
+        were stored, and captures of `loss` that whoever rescales the returned loss changes. At `return
         loss` (no container): the captures of `loss`, for a function that another returns as its loss."""
         if self._summarising is not None:
             return
@@ -136,9 +140,9 @@ class CaptureTracking:
         if written is not None and report.container in ("dict", "record"):
             for path, leaf in _leaves(report):
                 for alias in leaf.aliases & written.aliases:
-                    self._capture_finding(
-                        alias, render_path(path), self._writes[alias], proof_needed=False, tensor=True
-                    )
+                    write = _write_to(self._writes[alias], backprop)
+                    if write is not None:
+                        self._capture_finding(alias, render_path(path), write, proof_needed=False, tensor=True)
         self._captures_of_loss(backprop, node, env, whole_return=False)
 
     def _captures_of_loss(
@@ -176,6 +180,8 @@ class CaptureTracking:
         """`write`: the statement or call writing in place, None for the rescale of the returned `loss`;
         `tensor`: the written value is shown to be a tensor (the fix, `.clone()`, needs one)."""
         assert alias.entry is not None
+        if self.array_module or self._is_array(alias):
+            return  # a JAX or NumPy array: no tensor, and `x /= k` on a JAX array rebinds
         key = (id(alias.entry), "captured " + place)
         old = self.findings.get(key)
         if old is not None and (proof_needed or not old.proof_needed):
@@ -199,8 +205,20 @@ class CaptureTracking:
     _functions: list[cst.FunctionDef | cst.Lambda]
     _summarising: cst.FunctionDef | None
     _may_be_tensor: Callable[[Val], bool]
+    _is_array: Callable[[Alias], bool]
+    array_module: bool
     _backprop_source: Callable[[cst.BaseExpression | None, Val], str]
     _rebound_names: Callable[[cst.FunctionDef], frozenset[str]]
+
+
+def _write_to(writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], backprop: Val) -> cst.CSTNode | None:
+    """The first of a report entry's writes that writes the returned loss (or an alias of it): only
+    that corrupts the report. Writing the entry's own storage otherwise is updating the report (a
+    data transform clamping `target["boxes"]` in place and returning `(image, target)`)."""
+    for node, written in writes.values():
+        if any(_overlap(w, b) for w in written for b in backprop.aliases):
+            return node
+    return None
 
 
 def _allocated_at_entry(alias: Alias) -> bool:

@@ -55,6 +55,9 @@ class ModuleAnalysis(Statements, Expressions, Calls, Summaries, Returns, Capture
         self._owner: str | None = None  # the class of the library method being summarised
         # Where a call's result is unknown, a module that imports torch makes it a possible tensor.
         self.torch_module = any(q == "torch" or q.startswith("torch.") for q in self.imports.values())
+        # One that imports jax and not torch computes on JAX arrays, which nothing writes in place.
+        self.array_module = not self.torch_module and any(q.partition(".")[0] == "jax" for q in self.imports.values())
+        self._array_sites: set[int] = set()  # calls of jax's or numpy's functions: they make arrays, not tensors
         self.returns = library.returns() if library is not None else declared_returns_of(module.code)
         # Storages a tensor-only method or a torch function was applied to somewhere: `x.detach()`
         # anywhere in a function is evidence that `x` is a tensor everywhere in it.

@@ -21,6 +21,7 @@ from .values import (
     Field,
     Param,
     RawFinding,
+    Site,
     Token,
     Val,
     _leaves,
@@ -34,7 +35,7 @@ class Returns:
     """Mixin of `ModuleAnalysis`: the check at each return of the function being analysed."""
 
     def _check_return(self, val: Val, node: cst.BaseExpression | None) -> None:
-        if val.container != "seq":
+        if val.container != "seq" or self.array_module:
             return
         keys = [k for k, _ in val.items]
         if keys not in ([0, 1], [0, 1, 2]):
@@ -61,7 +62,9 @@ class Returns:
             # report is): the triage, which keeps such functions whole, need not follow records.
             path_needs_proof = proof_needed or any(isinstance(key, Field) for key in path)
             for alias in leaf.aliases:
-                hits = [b for b in backprop.aliases if _overlap(alias, b)]
+                if self._is_array(alias):
+                    continue
+                hits = [b for b in backprop.aliases if _overlap(alias, b) and not self._is_array(b)]
                 if not hits or alias.entry is None:
                     continue
                 leaf_proof_needed = path_needs_proof or alias.via_record
@@ -97,6 +100,8 @@ class Returns:
         entry = alias.entry
         if isinstance(entry, cst.Name) and entry.value in _literal_bindings(self._functions[-1]):
             return False
+        if any(a.entry is entry and self._is_array(a) for a in leaf.aliases):
+            return False  # a jax or numpy array has no `.clone()`
         # Another parameter passed through untouched may be anything its caller gives (a float scale).
         return not any(
             isinstance(a.token, Param) and not a.ops and a.token not in self._tensor_tokens
@@ -160,6 +165,17 @@ class Returns:
         """Positive evidence that `val` can be a tensor (see `Val.tensor`), or that a torch operation took it."""
         return val.tensor or any(a.token in self._tensor_tokens for a in val.aliases)
 
+    def _is_array(self, alias: Alias) -> bool:
+        """Whether `alias` is known to be a JAX or NumPy array: made by one of their functions and not
+        taken into torch since (`torch.from_numpy(a)` is a tensor over the array's memory)."""
+        token = alias.token
+        return (
+            bool(self._array_sites)
+            and isinstance(token, Site)
+            and token.node in self._array_sites
+            and not any(op.label.startswith("torch.") for op in alias.ops)
+        )
+
     def _backprop_source(self, node: cst.BaseExpression | None, backprop: Val) -> str:
         """How the message names the backprop tensor: as written in the return, else where it was last passed."""
         if isinstance(node, cst.Tuple) and node.elements:
@@ -172,6 +188,8 @@ class Returns:
     _functions: list[cst.FunctionDef | cst.Lambda]
     module: cst.Module
     _tensor_tokens: set[Token]
+    array_module: bool
+    _array_sites: set[int]
     _qualified: Callable[[cst.BaseExpression, Env], str | None]
 
 

@@ -7,7 +7,9 @@ them says how (`_relative_kind`).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -417,7 +419,7 @@ def _overlap(entry: Alias, backprop: Alias) -> bool:
     for x, y in zip(entry.ops, backprop.ops, strict=False):
         if x != y or x.widened:
             # `text[:i]` and `text[i:]`: different parts of one base are assumed disjoint.
-            return not (_narrows(x) and _narrows(y))
+            return not (_narrows(x) and _narrows(y)) and not _disjoint_parts(x, y)
         common += 1
     # `loss, extra = out` on one branch, `loss = out` on another: `extra` is an element of a
     # tuple there, never part of `out` as a tensor, so it cannot alias the whole.
@@ -432,6 +434,85 @@ def _narrows(op: Op) -> bool:
         return False
     first = op.label[1:-1].split(",")[0].replace(" ", "")
     return ":" in first and first not in (":", "::")
+
+
+_FULL = (None, None)  # `:` (and `...`, `None` at the same place in both): the whole of a dimension
+
+
+def _disjoint_parts(x: Op, y: Op) -> bool:
+    """Two subscripts of one base that take disjoint parts of the same dimension, every other
+    position a full slice in both: `qkv[:, :, 0]` and `qkv[:, :, 1]`, `x[:, 0:2]` and `x[:, 2]`."""
+    if x.widened or y.widened or not (x.label.startswith("[") and y.label.startswith("[")):
+        return False
+    a, b = _subscript_parts(x.label), _subscript_parts(y.label)
+    if a is None or b is None:
+        return False
+    if len(a) != len(b):
+        if "..." in a or "..." in b:
+            return False  # the positions after an ellipsis count from the end
+        width = max(len(a), len(b))  # trailing positions left out are full slices
+        a, b = a + (_FULL,) * (width - len(a)), b + (_FULL,) * (width - len(b))
+    differing = [(p, q) for p, q in zip(a, b, strict=True) if p != q or p not in (_FULL, "...", "None")]
+    return len(differing) == 1 and _disjoint_ranges(*differing[0])
+
+
+def _disjoint_ranges(p: object, q: object) -> bool:
+    """Whether two positions of a subscript, each a constant index `i` or a constant range `(start,
+    stop)` (stop None: to the end), select no common element. A step is ignored (the range is its
+    hull: never less than it selects); negative indices compare only with negative ones."""
+    if not (isinstance(p, tuple) and isinstance(q, tuple)) or _FULL in (p, q):
+        return False
+    (p0, p1), (q0, q1) = p, q
+    if min(p0, q0) < 0:  # `x[-1]`, `x[1]`: the same row when there are two
+        return p1 == p0 + 1 and q1 == q0 + 1 and p0 < 0 and q0 < 0 and p0 != q0
+    return (p1 is not None and p1 <= q0) or (q1 is not None and q1 <= p0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _subscript_parts(label: str) -> tuple[object, ...] | None:
+    """A subscript's label (`[:, 0, ...]`) read position by position: `_FULL`, `"..."`, `"None"`, a
+    constant index `i` as the range `(i, i + 1)`, a constant range `(start, stop)`; None when any
+    position is something else (a name, an expression): that overlaps everything."""
+    try:
+        tree = ast.parse("_" + label, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(tree, ast.Subscript):
+        return None
+    items = tree.slice.elts if isinstance(tree.slice, ast.Tuple) else [tree.slice]
+    parts: list[object] = []
+    for item in items:
+        if isinstance(item, ast.Slice):
+            start, stop, step = (
+                _constant_int(e) if e is not None else None for e in (item.lower, item.upper, item.step)
+            )
+            known = all(
+                e is None or c is not None for e, c in ((item.lower, start), (item.upper, stop), (item.step, step))
+            )
+            if not known or (step is not None and step < 1) or (start or 0) < 0 or (stop is not None and stop < 0):
+                return None
+            parts.append(_FULL if start in (None, 0) and stop is None else (start or 0, stop))
+        elif isinstance(item, ast.Constant) and item.value is Ellipsis:
+            parts.append("...")
+        elif isinstance(item, ast.Constant) and item.value is None:
+            parts.append("None")
+        else:
+            index = _constant_int(item)
+            if index is None:
+                return None
+            parts.append((index, index + 1))
+    while parts and parts[-1] == "...":  # `x[:, 0, ...]` is `x[:, 0]`
+        parts.pop()
+    return tuple(parts)
+
+
+def _constant_int(node: ast.expr) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _constant_int(node.operand)
+        return -value if value is not None else None
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
 
 
 def _relative_kind(entry: Alias, backprop: Alias) -> AliasKind:

@@ -208,6 +208,10 @@ AMBIGUOUS_METHODS: frozenset[str] = frozenset({"split", "values", "indices", "se
 # `.clone()`, so the fix copies the tensor before it: `x.detach().cpu().clone().numpy()`.
 ARRAY_METHODS: frozenset[str] = frozenset({"numpy"})
 
+# Packages whose functions make arrays, not tensors (`jnp.einsum(...)`, `np.zeros(n)`): what they make is
+# never a tensor finding, and gets no `.clone()` (a JAX array is immutable: `x /= k` rebinds it).
+ARRAY_LIBRARIES: frozenset[str] = frozenset({"jax", "numpy"})
+
 
 def torch_function_alias_kind(name: str) -> AliasKind | None:
     """The alias ``torch.<name>(x, ...)`` makes of ``x``: the functions above, and the unbound

@@ -58,7 +58,9 @@ view, a conversion that may return `self`, or the tensor itself. The writers:
 
 Copies (`.clone()`, `.item()`, `float()`, arithmetic, `torch.cat`) and rebinding (`loss = loss * w`)
 are not flagged, nor is a capture made after the write, nor an entry updated through the container
-holding it (`metrics[k] += v`). A write in the function itself is an error whoever calls it (context
+holding it (`metrics[k] += v`), nor a report entry written in the function by anything but the
+returned loss or an alias of it (a transform cropping its returned `target["boxes"]` in place is
+updating its report). A write in the function itself is an error whoever calls it (context
 `in-function`); the others follow their context, as for FAL001. The tensor itself kept in a list or on an
 attribute and then updated in place by the function is taken to be on purpose (a buffer).
 
