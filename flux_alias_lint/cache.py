@@ -82,8 +82,8 @@ def _build_fingerprint() -> str:
 
     package = Path(__file__).parent
     h = hashlib.blake2b(f"{__version__} {sys.version} {importlib.metadata.version('libcst')}".encode(), digest_size=16)
-    for module in sorted(package.glob("*.py")):
-        h.update(module.name.encode())
+    for module in sorted(package.rglob("*.py")):  # the subpackages' too: the analysis lives in them
+        h.update(module.relative_to(package).as_posix().encode())
         h.update(module.read_bytes())
     return h.hexdigest()
 

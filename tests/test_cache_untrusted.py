@@ -268,3 +268,21 @@ def test_forged_cache_never_shows_what_the_tool_could_not_have_reported(
     reported = json.loads(out)
     assert all(f["code"] in RULES and f["line"] >= 1 and isinstance(f["message"], str) for f in reported)
     assert code == (2 if "error" in err else 1 if reported else 0)
+
+
+def test_the_fingerprint_reads_every_module_of_the_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit anywhere in the package (the analysis is in subpackages) must invalidate the cache."""
+    from flux_alias_lint import cache
+
+    package = Path(cache.__file__).parent
+    read: list[Path] = []
+    original = Path.read_bytes
+
+    def recording(self: Path) -> bytes:
+        read.append(self)
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", recording)
+    cache._build_fingerprint()
+    assert set(read) == set(package.rglob("*.py"))
+    assert any(path.parent.name == "analysis" for path in read)
