@@ -71,9 +71,9 @@ def test_github_annotations(bug: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert [re.search(r"title=(FAL\d+)::", line)[1] for line in lines] == ["FAL001", "FAL003", "FAL004", "FAL002"]
     assert lines[0] == (
         "::error file=pkg/bug.py,line=6,col=31,endLine=6,endColumn=44,title=FAL001::"
-        'report["detached"] = `loss.detach()` is a detached alias of the backprop tensor `loss`; Megatron divides '
-        "it in place by num_microbatches after this function returns, so the logged value is divided too "
-        "(flux-alias-lint rule FAL001)"
+        'report["detached"] = `loss.detach()` is a detached alias of the backprop tensor `loss`; Megatron multiplies '
+        "it in place by the context-parallel size and divides it by num_microbatches after this function returns, "
+        "so the logged value is rescaled too (flux-alias-lint rule FAL001)"
     )
     assert lines[-1].startswith("::warning file=pkg/bug.py,line=11,")  # other_loss: nothing rescales it
 

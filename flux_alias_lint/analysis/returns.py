@@ -80,6 +80,7 @@ class Returns:
                     self._suits_a_copy(alias, leaf, backprop),
                     self._functions[-1],
                     leaf_proof_needed,
+                    returned=len(keys),
                 )
                 if old is not None:
                     finding = dataclasses.replace(

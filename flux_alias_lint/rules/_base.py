@@ -61,8 +61,19 @@ class AnalysisRule(Rule):
         raise NotImplementedError
 
 
-def consequence(reach: Reach) -> str:
-    """What happens to the entry at run time, by who rescales the loss."""
+def consequence(reach: Reach, returned: int = 0) -> str:
+    """What happens to the entry at run time, by who rescales the loss; `returned`: the length of the
+    returned tuple (0: not known), which decides Megatron's in-place operations (megatron-core 0.12 on)."""
+    if reach.context == MEGATRON and returned == 2:
+        return (
+            "Megatron multiplies it in place by the context-parallel size and divides it by num_microbatches "
+            "after this function returns, so the logged value is rescaled too"
+        )
+    if reach.context == MEGATRON and returned == 3:
+        return (
+            "Megatron divides it in place by num_tokens and num_microbatches after this function returns, "
+            "so the logged value is divided too"
+        )
     if reach.context == MEGATRON:
         return "Megatron divides it in place by num_microbatches after this function returns, so the logged value is divided too"
     if reach.context == IN_PLACE_CALLER:

@@ -38,4 +38,4 @@ class ReportAliasRule(AnalysisRule):
         self, found: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None
     ) -> tuple[str, str]:
         what = f"{found.report_path} = `{expression}` {self.relation} the backprop tensor `{found.backprop}`"
-        return what, consequence(reach)
+        return what, consequence(reach, found.returned)
