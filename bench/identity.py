@@ -1,6 +1,6 @@
 """What a restructuring must leave unchanged, recorded as JSON to compare before and after.
 
-    python bench/identity.py OUT.json fixtures/ /work/trees/Megatron-LM /work/trees/NeMo ...
+    python bench/identity.py OUT.json fixtures/ ../trees/Megatron-LM ../trees/NeMo ...
 
 For each tree: every finding of `check TREE --no-cache --unreached error --output-format json`
 (code, path, line, column, message, context, reached_by: the whole JSON object), and the lines the

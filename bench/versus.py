@@ -1,6 +1,6 @@
 """Cold `check` CPU of two checkouts of flux-alias-lint on the same trees, runs alternated.
 
-    python bench/versus.py /path/to/old-checkout /path/to/new-checkout /work/trees/NeMo ... --runs 4
+    python bench/versus.py /path/to/old-checkout /path/to/new-checkout ../trees/NeMo ... --runs 4
 
 Each run is `python -m flux_alias_lint check TREE --no-cache --exit-zero --quiet` with the checkout
 first on the path; its CPU is user + system of the process tree (workers included). The runs of
