@@ -68,6 +68,7 @@ class _Method(NamedTuple):
     receiver: Val
     row: ContainerMethod
     key: Key  # the constant its first positional argument is (None: unknown, or none given)
+    present: bool  # the receiver has an entry at `key`, a known key
     positional: list[Val]
     keywords: dict[str, Val]
 
@@ -313,7 +314,8 @@ class Calls:
         if row is None:
             return IMMUTABLE, None
         key = _constant_index(node.args[0].value) if node.args and node.args[0].keyword is None else None
-        method = _Method(receiver, row, key, positional, keywords)
+        present = key is not None and any(k == key for k, _ in receiver.items)
+        method = _Method(receiver, row, key, present, positional, keywords)
         return GIVES[row.gives](self, node, env, method), UPDATES[row.updates](self, node, method)
 
     # ---- what a row gives (`GIVES`): a builtin's transfer evaluates its arguments (`method` is None) ----
@@ -356,10 +358,9 @@ class Calls:
 
     def _gives_entry_or_default(self, node: cst.Call, env: Env, method: _Method | None) -> Val | None:
         assert method is not None
-        receiver, key, positional = method.receiver, method.key, method.positional
+        receiver, key, present, positional = method.receiver, method.key, method.present, method.positional
         if positional:
             default = positional[1] if len(positional) > 1 else IMMUTABLE
-            present = key is not None and any(k == key for k, _ in receiver.items)
             if method.row.updates is Updates.ADDS_DEFAULT and not present:
                 result = default  # it becomes the entry (`UPDATES`), as it is
             else:
@@ -412,16 +413,16 @@ class Calls:
         return updated
 
     def _adds_default(self, node: cst.Call, method: _Method) -> Val | None:
-        receiver, key, positional = method.receiver, method.key, method.positional
-        if not positional or (key is not None and any(k == key for k, _ in receiver.items)):
+        if not method.positional or method.present:
             return None
-        return receiver.with_item(key, positional[1] if len(positional) > 1 else IMMUTABLE)
+        default = method.positional[1] if len(method.positional) > 1 else IMMUTABLE
+        return method.receiver.with_item(method.key, default)
 
     def _removes_entry(self, node: cst.Call, method: _Method) -> Val | None:
-        receiver, key = method.receiver, method.key
-        if not method.positional or key is None or not any(k == key for k, _ in receiver.items):
+        if not method.positional or not method.present:
             return None
-        return dataclasses.replace(receiver, items=tuple((k, v) for k, v in receiver.items if k != key))
+        items = tuple((k, v) for k, v in method.receiver.items if k != method.key)
+        return dataclasses.replace(method.receiver, items=items)
 
     def _clears(self, node: cst.Call, method: _Method) -> Val | None:
         return dataclasses.replace(method.receiver, items=())
