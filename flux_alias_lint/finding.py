@@ -33,7 +33,7 @@ class Finding:
     fix_before: str = dataclasses.field(default="", compare=False)
     fix_after: str = dataclasses.field(default="", compare=False)
     # Who rescales the loss: "megatron", "in-place-caller", "in-function" (FAL005: the write is in the
-    # function) or "unreached" (see project.py), and the steps from the function to the call that
+    # function) or "unreached" (see index/reach.py), and the steps from the function to the call that
     # rescales (empty when unreached).
     context: str = dataclasses.field(default=UNREACHED, compare=False)
     reached_by: tuple[Step, ...] = dataclasses.field(default=(), compare=False)

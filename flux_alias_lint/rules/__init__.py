@@ -30,7 +30,7 @@ RULE_FOR_KIND: dict[AliasKind, ReportAliasRule] = {r.kind: r for r in RULES.valu
 CODE_FOR_KIND: dict[AliasKind, str] = {kind: rule.code for kind, rule in RULE_FOR_KIND.items()}
 # A file that cannot be read, decoded or parsed: reported whatever is selected (`selection.resolve`).
 UNCHECKED = INVALID_SYNTAX.code
-# A capture changed in place after it was made (`captures.py`).
+# A capture changed in place after it was made (`analysis/captures.py`).
 CAPTURE_CODE = _CAPTURED.code
 
 __all__ = [

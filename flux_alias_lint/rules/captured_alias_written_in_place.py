@@ -1,4 +1,4 @@
-"""FAL005: a value kept for later (a capture, `captures.py`) that an in-place write then changes."""
+"""FAL005: a value kept for later (a capture, `analysis/captures.py`) that an in-place write then changes."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def _is_mapping(qualified: str) -> bool:
 
 
 def _updates_a_mapping(node: ast.Call) -> bool:
-    """`analysis._updates_a_mapping`: `x.update(...)` given a dict display or keywords."""
+    """`analysis.calls._updates_a_mapping`: `x.update(...)` given a dict display or keywords."""
     if not (isinstance(node.func, ast.Attribute) and node.func.attr == MAPPING_UPDATE):
         return False
     return bool(node.keywords) or any(isinstance(arg, (ast.Dict, ast.DictComp)) for arg in node.args)
@@ -174,7 +174,7 @@ def _may_have_effects(node: ast.Call, helpers: _Helpers | None, depth: int) -> b
 
 
 def _copies(node: ast.Call) -> bool:
-    """`x.to(..., copy=True)`: a conversion the analysis takes for a copy (`analysis._call_method`)."""
+    """`x.to(..., copy=True)`: a conversion the analysis takes for a copy (`analysis.calls._call_method`)."""
     func = node.func
     return (
         type(func) is ast.Attribute
@@ -193,7 +193,7 @@ def _bound_arguments(
     node: ast.Call, passings: list[_Passing] | None, method: bool, which: Callable[[_Passing], frozenset[str]]
 ) -> Iterator[tuple[ast.expr, bool]]:
     """Each argument of a call, and whether it is bound to a parameter in `which` parameters of some
-    def it may call (as `analysis._apply_summary` binds them: by position, by keyword; `*args` and
+    def it may call (as `analysis.summaries._apply_summary` binds them: by position, by keyword; `*args` and
     `**kwargs` are not)."""
     for position, arg in enumerate(node.args):
         if type(arg) is ast.Starred:

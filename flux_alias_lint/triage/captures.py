@@ -215,7 +215,7 @@ def _captures_and_writes(
                 stores.append((value, target.value, context[1]))
                 key = target.slice if type(target) is ast.Subscript else None
                 if len(stored) == 1 and key is not None and not (type(key) is ast.Constant and type(key.value) is str):
-                    # `x[i] = v` keeps `v` only in a container (`analysis._store_item`): a tensor's is a write.
+                    # `x[i] = v` keeps `v` only in a container (`analysis.statements._store_item`): a tensor's is a write.
                     found.stored_in[id(value)] = target.value
     if not found.written or not (found.kept or found.reports):
         return found

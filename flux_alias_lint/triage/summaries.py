@@ -273,7 +273,7 @@ class _Passing:
     hold (or hold attributes of), and which it writes into (or rebinds to a container, which the
     analysis applies to the caller's argument too: a summary's effects are per parameter)."""
 
-    params: tuple[str, ...]  # in the order `analysis._parameters` binds them
+    params: tuple[str, ...]  # in the order `analysis.statements._parameters` binds them
     reaching: frozenset[str]
     written: frozenset[str]
 
