@@ -307,7 +307,9 @@ class _FlowStorage:
                 self._bind_storage(node.target, self._storage(node.value))
         elif kind is ast.AugAssign:  # in place on a tensor, a new value on a number, more elements on a list
             tokens = self._storage(node.target) | {id(node)}
-            if self._eval(node.target) & (D | S | H):  # `analysis.statements._exec_augassign`: only a container takes v's
+            if self._eval(node.target) & (
+                D | S | H
+            ):  # `analysis.statements._exec_augassign`: only a container takes v's
                 tokens |= self._storage(node.value)
             self._bind_storage(node.target, tokens)
         elif kind in (ast.For, ast.AsyncFor, ast.comprehension):
