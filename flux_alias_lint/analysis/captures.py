@@ -9,12 +9,13 @@ captures apart as they keep names apart, and a capture made after a write is nev
 
 Two writers change a capture: an in-place write later in the same function (`x *= k`, `x.mul_(k)`,
 see `facts.tensor_ops.writes_in_place`) to storage a captured alias overlaps (for a report's entry,
-only a write to the returned loss or an alias of it: anything else is the report being updated), and the rescale of the returned
-loss by whoever calls the function (only a finding where the project shows Megatron or an in-place
-caller doing it: `proof_needed`). The returned loss is the first element of a returned `(loss,
-report)`, or a bare returned value, which only a reach of its own proves rescaled (`whole_return`:
-a loss function returning that value as its loss, `handoffs.RETURNED_AS_THE_LOSS`). Copies (`.clone()`, `.item()`, arithmetic) have storage of their
-own, and rebinding a name is no write, so neither ever reaches a capture.
+only a write to the returned loss or an alias of it: anything else is the report being updated),
+and the rescale of the returned loss by whoever calls the function (only a finding where the
+project shows Megatron or an in-place caller doing it: `proof_needed`). The returned loss is the
+first element of a returned `(loss, report)`, or a bare returned value, which only a reach of its
+own proves rescaled (`whole_return`: a loss function returning that value as its loss,
+`index.handoffs.RETURNED_AS_THE_LOSS`). Copies (`.clone()`, `.item()`, arithmetic) have storage of
+their own, and rebinding a name is no write, so neither ever reaches a capture.
 """
 
 from __future__ import annotations
