@@ -7,7 +7,11 @@ module shows what it is instead:
 - the schedule's caller: it calls Megatron's schedule itself and returns what the schedule gave
   back (NeMo's `fwd_bwd_step` averaging the microbatches' reports into `(loss_mean, loss_dict)`);
 - a function whose callers hand its dict back to it: every call of it in its module unpacks
-  `value, state = f(..., state, ...)` (a sampler's cache, `eps, eps_cache = self.eps(eps_cache, ...)`).
+  `value, state = f(..., state, ...)` (a sampler's cache, `eps, eps_cache = self.eps(eps_cache, ...)`);
+- a class's private step whose every use is its own class unpacking the pair: each mention of
+  `_step` in the module is `loss, report = self._step(...)`, and no caller returns the pair on (NeMo 2's
+  `FSDPStrategy._step_proxy`, read by the strategy's own `training_step`, which logs the report and
+  hands Lightning the bare loss). Private by its name, so nothing outside the class calls it.
 
 Read from the checked file alone, and only when one of its findings is about to be reported as
 `unreached` (lint.py): most files never ask.
@@ -30,10 +34,13 @@ def not_loss_functions(text: str, path: str = "") -> frozenset[int]:
     except PARSE_ERRORS:
         return frozenset()
     threaded = _threaded_back(module)
+    unpacked = _unpacked_by_its_class(module)
     return frozenset(
         function.lineno
-        for _, function in module.scoped
-        if function.name in threaded or _returns_the_schedule_result(module, function)
+        for scope, function in module.scoped
+        if function.name in threaded
+        or (function.name in unpacked and scope and isinstance(scope[-1], ast.ClassDef))
+        or _returns_the_schedule_result(module, function)
     )
 
 
@@ -110,3 +117,40 @@ def _threaded_back(module: Symbols) -> set[str]:
         if isinstance(node, ast.Call) and id(node) not in unpacked and last_name(node.func) in threaded:
             threaded[last_name(node.func)] = False
     return {name for name, always in threaded.items() if always}
+
+
+def _unpacked_by_its_class(module: Symbols) -> set[str]:
+    """The private names (`_step`) every mention of which in `module` (one at least) is a call
+    `a, b = self._step(...)` in a function that returns no tuple holding `b`: the pair is read where
+    it is made, never handed on as a loss function's result."""
+    unpacked: dict[str, bool] = {}
+    calls: set[int] = set()
+    for _, function in module.scoped:
+        nodes = list(body_walk(function))
+        handed_on = {
+            name.id
+            for stmt in nodes
+            if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple)
+            for name in stmt.value.elts
+            if isinstance(name, ast.Name)
+        }
+        for node in nodes:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+                continue
+            target, callee = node.targets[0], node.value.func
+            if not (
+                isinstance(callee, ast.Attribute) and callee.attr.startswith("_") and not callee.attr.startswith("__")
+            ):
+                continue
+            if not (isinstance(callee.value, ast.Name) and callee.value.id == "self"):
+                continue
+            calls.add(id(callee))
+            pair = isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[-1], ast.Name)
+            kept = pair and target.elts[-1].id not in handed_on
+            unpacked[callee.attr] = unpacked.get(callee.attr, True) and kept
+    for node in ast.walk(module.tree):  # any other mention hands the function, or its result, elsewhere
+        if isinstance(node, ast.Attribute) and node.attr in unpacked and id(node) not in calls:
+            unpacked[node.attr] = False
+        elif isinstance(node, ast.Name) and node.id in unpacked:
+            unpacked[node.id] = False
+    return {name for name, always in unpacked.items() if always}

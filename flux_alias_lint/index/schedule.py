@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 
-from .files import find_module
+from .files import find_module, project_root
 from .gates import LOSS_REDUCTION_CLASS
 from .handoffs import SCHEDULE_CALLS, SIGNATURES, ScheduleCall, Signature
 from .nodes import argument, body_walk, bound_names, last_name, parameters, positional, rescaled_in_place
@@ -61,7 +62,8 @@ class ScheduleEvidence(Resolver):
             # Asked for the directory, not a file in it: the schedule module itself gets the same answer.
             anyone = os.path.join(directory, "<importer>")
             found = (find_module(anyone, dotted, 0) for dotted in _SCHEDULE_MODULES)
-            self._schedules[directory] = next((path for path in found if path is not None), None)
+            path = next((path for path in found if path is not None), None)
+            self._schedules[directory] = path if path is not None else _schedule_beside(directory)
         path = self._schedules[directory]
         schedule = self._module(path) if path is not None else None  # a dependency of the importer's evidence
         if path is None or schedule is None:
@@ -260,6 +262,34 @@ def _model_results(forward_step: ast.AST, closure: ast.AST) -> ast.Assign | None
         ):
             return stmt
     return None
+
+
+def _schedule_beside(directory: str) -> str | None:
+    """The schedule of a megatron-core checked out beside the importer's own checkout (the nearest
+    directory above it with a `setup.py` or `pyproject.toml`): MLPerf submissions ship
+    `implementations/pytorch/{NeMo,Megatron-LM}` and install both from there. None where there is no
+    such checkout, or several sit beside it (which one runs is not in sight)."""
+    root = project_root(directory)
+    current = directory
+    while not any(os.path.isfile(os.path.join(current, marker)) for marker in ("setup.py", "pyproject.toml")):
+        if current == root or not current.startswith(root + os.sep):
+            return None
+        current = os.path.dirname(current)
+    if current == root:
+        return None
+    found = _core_schedules_in_children(os.path.dirname(current))
+    return found[0] if len(found) == 1 else None
+
+
+@functools.cache
+def _core_schedules_in_children(directory: str) -> tuple[str, ...]:
+    """The megatron-core schedule modules of the checkouts right under `directory`."""
+    try:
+        children = sorted(entry.path for entry in os.scandir(directory) if entry.is_dir())
+    except OSError:
+        return ()
+    schedule = os.path.join(*_SCHEDULE_MODULES[0].split(".")) + ".py"
+    return tuple(path for child in children if os.path.isfile(path := os.path.join(child, schedule)))
 
 
 def _forward_step_signature(function: ast.AST) -> Signature | None:
