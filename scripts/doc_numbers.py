@@ -61,7 +61,12 @@ class Measurements:
     def _start(self, name: str, *args: str) -> None:
         if name not in self._runs:
             self._runs[name] = subprocess.Popen(
-                [sys.executable, *args], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                [sys.executable, *args],
+                cwd=ROOT,
+                env=_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
 
     def start(self) -> None:
@@ -159,6 +164,12 @@ QUOTES: tuple[Quote, ...] = (
         r"The first lints the shipped examples and ends `Found (\d+) errors and (\d+) warnings\.`",
         lambda m: m.fixture_summary,
         "the summary of `check fixtures/`",
+    ),
+    Quote(
+        "README.md",
+        r"`pip install \"dist/flux_alias_lint-([\d.]+)-py3-none-any\.whl\[server\]\"`",
+        _const("flux_alias_lint", "__version__"),
+        "the wheel's version",
     ),
     Quote(
         "docs/internals.md",
@@ -324,7 +335,9 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/internals.md", r"^On a 2-core machine, idle, ", (*TIMING, "command")),
     Record("docs/internals.md", r"^The table predates FAL005\.", (*TIMING, "commit", "command")),
     Record("docs/internals.md", r"^Kept lines for libcst", ("date", "commit", "command")),
-    Record("docs/internals.md", r"^Where a cold run's CPU goes, `python bench/phases\.py", (*TIMING, "commit", "command")),
+    Record(
+        "docs/internals.md", r"^Where a cold run's CPU goes, `python bench/phases\.py", (*TIMING, "commit", "command")
+    ),
     Record("docs/internals.md", r"^Start-up is 0\.1 s for the command line", (*TIMING, "commit", "command")),
     Record("docs/internals.md", r"that is \d+ of [\d,]+ files and ~\d+k of", ("date", "commit")),
     Record("docs/internals.md", r"NeMo 0\.65 s to 0\.4 s", (*TIMING, "commit")),
@@ -338,7 +351,7 @@ RECORDS: tuple[Record, ...] = (
 # say, for a new one, whether its numbers are quotes, records or neither.
 SECTIONS: dict[tuple[str, str], str] = {
     ("README.md", "flux-alias-lint"): "an example's microbatches; megatron-core's first in-place release",
-    ("README.md", "Quick start"): "quote: the fixtures' summary",
+    ("README.md", "Quick start"): "quotes: the fixtures' summary, the wheel's version",
     ("README.md", "Rules"): "none: the rules table is checked by tests/test_rules.py",
     ("README.md", "Errors and warnings: who rescales the loss"): "an example hand-off's line",
     ("README.md", "Use it"): "none",

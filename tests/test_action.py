@@ -231,12 +231,27 @@ def test_the_action_installs_itself_and_reports_sarif_and_annotations(
     assert_only_libcst(venv_python)
 
 
-def test_the_action_passes_args_and_follows_its_inputs(action_path: Path, workspace: Path, tmp_path: Path) -> None:
-    inputs = {"paths": "src/stats.py", "args": "--unreached ignore", "python-version": "", "upload-sarif": "false"}
+def test_the_action_installs_what_it_is_given_and_passes_args(
+    action_path: Path, readme_wheel: tuple[Path, Path], workspace: Path, tmp_path: Path
+) -> None:
+    inputs = {
+        "paths": "src/stats.py",
+        "args": "--unreached ignore",
+        "install": str(readme_wheel[0]),
+        "python-version": "",
+        "upload-sarif": "false",
+    }
     run = run_action(action_path, workspace, inputs, clean_env(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "skipped (if: inputs.upload-sarif == 'true'): github/codeql-action/upload-sarif@v3" in run.steps
     assert "::" not in run.stdout  # the warning is ignored, so no annotation
+    # It installed the wheel it was given, not its own code.
+    venv_python = Path(run.env["FLUX_ALIAS_LINT"]).parent / "python"
+    probe = (
+        "from importlib import metadata; print(metadata.distribution('flux-alias-lint').read_text('direct_url.json'))"
+    )
+    origin = subprocess.run([venv_python, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert readme_wheel[0].name in origin, origin
     sarif = json.loads(Path(run.outputs["sarif-file"]).read_text(encoding="utf-8"))
     assert sarif["runs"][0]["results"] == []
 
@@ -283,33 +298,36 @@ def readme_install_block() -> list[str]:
     return lines
 
 
-def test_the_readme_installs_from_a_clone_and_from_the_wheel(action_path: Path, tmp_path: Path) -> None:
-    env = clean_env(tmp_path)
-    for kind, lines in (("clone", readme_install_block()[:1]), ("wheel", readme_install_block()[1:])):
-        work = tmp_path / kind
-        work.mkdir()
-        subprocess.run(["python3", "-m", "venv", str(work / "venv")], check=True, env=env)
-        venv_env = env | {"PATH": f"{work / 'venv' / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(work / "venv")}
-        for line in lines:
-            command = line.replace("/path/to/flux-alias-lint", str(action_path))
-            run = subprocess.run(
-                ["bash", "-c", command], cwd=work, env=venv_env, capture_output=True, text=True, check=False, timeout=900
-            )
-            assert run.returncode == 0, f"{kind}: {command}\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
-        if kind == "wheel":
-            assert [p.name for p in (work / "dist").iterdir()] == [f"flux_alias_lint-{version()}-py3-none-any.whl"]
-        assert_only_libcst(work / "venv" / "bin" / "python")
-        # The installed command lints: the seed bug, exit code 1.
-        (work / "train.py").write_text(SEED)
-        lint = subprocess.run(
-            [work / "venv" / "bin" / "flux-alias-lint", "check", "train.py"],
-            cwd=work,
-            env=venv_env,
-            capture_output=True,
-            text=True,
-            check=False,
+@pytest.fixture(scope="module")
+def readme_wheel(action_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The README's wheel lines, run in a clean virtualenv: (the wheel, the virtualenv's bin/)."""
+    work = tmp_path_factory.mktemp("wheel")
+    env = clean_env(work)
+    subprocess.run(["python3", "-m", "venv", str(work / "venv")], check=True, env=env)
+    env |= {"PATH": f"{work / 'venv' / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(work / "venv")}
+    for line in readme_install_block()[1:]:
+        command = line.replace("/path/to/flux-alias-lint", str(action_path))
+        run = subprocess.run(
+            ["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, check=False, timeout=900
         )
-        assert lint.returncode == 1 and "train.py:3:31: FAL001" in lint.stdout, lint.stdout + lint.stderr
+        assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
+    (wheel,) = (work / "dist").iterdir()
+    return wheel, work / "venv" / "bin"
+
+
+def test_the_readme_installs_the_wheel_with_libcst_alone(readme_wheel: tuple[Path, Path], tmp_path: Path) -> None:
+    wheel, bin_dir = readme_wheel
+    assert wheel.name == f"flux_alias_lint-{version()}-py3-none-any.whl"
+    assert_only_libcst(bin_dir / "python")
+    (tmp_path / "train.py").write_text(SEED)
+    lint = subprocess.run(
+        [bin_dir / "flux-alias-lint", "check", "train.py"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert lint.returncode == 1 and "train.py:3:31: FAL001" in lint.stdout, lint.stdout + lint.stderr
+    # The README's first line, from a clone, is what the action runs by default (its first test runs it).
+    action = (ROOT / "action.yml").read_text(encoding="utf-8")
+    assert readme_install_block()[0] == "pip install /path/to/flux-alias-lint"
+    assert 'pip install --quiet --disable-pip-version-check "${INSTALL:-$GITHUB_ACTION_PATH}"' in action
 
 
 def version() -> str:
