@@ -142,6 +142,12 @@ def _const(module: str, name: str, shown: Callable[[object], object] = lambda va
     return measure
 
 
+def _action_input(name: str) -> str:
+    """An input's default in action.yml (read as text: the script needs no YAML parser)."""
+    found = _search(rf"^  {re.escape(name)}:\n(?:    .*\n)*?    default: \"?([^\"\n]*)\"?$", read("action.yml"), name)
+    return found[1]
+
+
 def _seconds(value: object) -> str:
     return f"{value:g}"
 
@@ -277,6 +283,12 @@ QUOTES: tuple[Quote, ...] = (
         "the default size limit",
     ),
     Quote(
+        "docs/usage.md",
+        r"The action sets up Python \(`python-version`, default ([\d.]+);",
+        lambda m: (_action_input("python-version"),),
+        "the action's default Python",
+    ),
+    Quote(
         "docs/editor.md",
         r"for ([\d.]+) s \(`--debounce SECONDS`\)",
         _const("flux_alias_lint.server", "DEFAULT_DEBOUNCE", _seconds),
@@ -393,7 +405,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/usage.md", "Configuration"): "an example",
     ("docs/usage.md", "Limits"): "quotes: the defaults",
     ("docs/usage.md", "As in ruff"): "none",
-    ("docs/usage.md", "CI"): "none",
+    ("docs/usage.md", "CI"): "quote: the action's default Python",
     ("docs/usage.md", "Fix a whole repository"): "record: Primus",
     ("docs/usage.md", "flake8"): "none",
 }
