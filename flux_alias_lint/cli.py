@@ -270,7 +270,8 @@ def _main(argv: Sequence[str] | None) -> int:
             from .server import serve
         except ImportError as exc:
             print(
-                f"flux-alias-lint: error: the server needs pygls ({exc}): pip install 'flux-alias-lint[server]'",
+                f"flux-alias-lint: error: the server needs pygls ({exc}): "
+                "pip install '/path/to/flux-alias-lint[server]' (a clone of flux-alias-lint, or its wheel)",
                 file=sys.stderr,
             )
             return EXIT_ERROR

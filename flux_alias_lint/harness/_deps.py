@@ -12,10 +12,11 @@ import warnings
 from collections.abc import Iterator
 from types import ModuleType
 
+# The package is on no index: the extra is named after a clone's path or a wheel's (README, Quick start).
 _INSTALL_HINT = (
-    "pip install 'flux-alias-lint[harness]' "
-    "(install the CPU build of torch first, e.g. pip install torch==2.13.0, "
-    "or pip pulls a multi-GB CUDA build)"
+    "pip install '/path/to/flux-alias-lint[harness]' (a clone of flux-alias-lint, or its wheel: "
+    "'dist/flux_alias_lint-*.whl[harness]'); install the CPU build of torch first, e.g. "
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu, or pip pulls a multi-GB CUDA build"
 )
 
 

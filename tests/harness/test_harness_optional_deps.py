@@ -42,7 +42,7 @@ def test_harness_without_torch_says_what_to_install():
         """
     )
     assert run.returncode == 0, run.stderr
-    assert "pip install 'flux-alias-lint[harness]'" in run.stdout
+    assert "pip install '/path/to/flux-alias-lint[harness]'" in run.stdout
     assert "torch==2.13.0" in run.stdout
 
 
