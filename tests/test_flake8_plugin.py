@@ -46,7 +46,9 @@ def test_the_entry_point_is_registered() -> None:
 
 
 @pytest.mark.parametrize("unreached", [None, "error"])
-def test_flake8_reports_exactly_what_each_fixture_expects(capsys: pytest.CaptureFixture[str], unreached: str | None) -> None:
+def test_flake8_reports_exactly_what_each_fixture_expects(
+    capsys: pytest.CaptureFixture[str], unreached: str | None
+) -> None:
     """flake8 fails on what `check` fails on: the findings with a context; those nothing is known to
     rescale (no context in `.expected`) are warnings, reported only with `--fal-unreached error`."""
     assert len(CHECKER_CASES) > 50
