@@ -11,9 +11,9 @@ Each file gets the verdict `flux-alias-lint check` gives it:
   `unreached = "error"` (or `--fal-unreached error`), as `check` would fail on it.
 
 flake8 applies `# noqa`, `--select`/`--ignore`/`--extend-select` and per-file ignores itself, so
-our own noqa handling stays off (`--disable-noqa` then works). Source read from stdin is checked
-with the index's answer for the file it is named after plus the evidence in its own text, as the
-editor does (the file on disk may be older).
+our own noqa handling stays off (`--disable-noqa` then works). Source read from stdin that differs
+from the file it is named after (an editor's unsaved text) is checked with the index's answer for
+that file plus the evidence in the text itself, its lines as they are now.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .lint import check_source
 from .output import context_note
 from .parallel import default_jobs
 from .selection import UNREACHED_MODES
-from .source import SourceError
+from .source import SourceError, decode, read_bytes
 
 Reached = Mapping[str, Reaches]  # the project index: real path -> def line -> who rescales its loss
 
@@ -116,12 +116,20 @@ class Flake8Plugin:
             yield f.line, f.column - 1, f"{f.code} {f.message}{context_note(f)}", type(self)
 
     def _reaches(self, path: str, text: str) -> Reaches | None:
-        """Who rescales the loss of each function of the file: the index's answer, and for text from
-        stdin the evidence in the text itself on top (its lines as they are now). None (no file of
-        that name): the text's own evidence alone, as `check_source` reads it."""
+        """Who rescales the loss of each function of the file: the index's answer (`check`'s), and
+        for text from stdin that is not the file's the evidence in the text itself on top (its lines
+        as they are now). None (no file of that name): the text's own evidence alone, as
+        `check_source` reads it."""
         if not os.path.isfile(path):
             return None
         reached = self._reached(path).get(os.path.realpath(path), {})
-        if not self.from_stdin:
+        if not self.from_stdin or _saved_text(path) == text:
             return reached
         return {**reached, **ProjectIndex.of_source(text, path).reached_by_path().get(path, {})}
+
+
+def _saved_text(path: str) -> str | None:
+    try:
+        return decode(read_bytes(path), path).text
+    except SourceError:
+        return None

@@ -63,10 +63,17 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def run(project: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def run(project: Path, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))  # this checkout's plugin, whatever is installed
     return subprocess.run(
-        [sys.executable, *argv], cwd=project, env=env, capture_output=True, text=True, check=False, timeout=300
+        [sys.executable, *argv],
+        cwd=project,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
 
 
@@ -113,6 +120,29 @@ def test_flake8_reads_the_projects_settings(project: Path) -> None:
     assert broken.returncode == 1
     assert f"flux-alias-lint: {config}: unknown option(s) in [tool.flux-alias-lint]: unreachd" in broken.stdout
     assert "Traceback" not in broken.stdout + broken.stderr
+
+
+ACCUMULATE = """
+
+def accumulate(output_tensor, accumulation_steps):
+    loss, report = lm_loss(output_tensor)
+    loss /= accumulation_steps
+    return report
+"""
+
+
+def test_flake8_on_stdin_gives_the_saved_files_verdict(project: Path) -> None:
+    """An editor's flake8 pipes the buffer in: unsaved, the text's own evidence goes on top of the
+    index's (its lines are the ones shown); saved, the verdict is the file's, although the text's own
+    evidence alone (a caller in it rescaling the loss in place) is weaker than the hand-off."""
+    losses = project / "losses.py"
+    losses.write_text(losses.read_text() + ACCUMULATE)
+    command = ("-m", "flake8", "--select", "FAL", "--stdin-display-name", "losses.py", "-")
+    saved = run(project, *command, stdin=losses.read_text())
+    assert found(saved.stdout) == [LOSSES] and "[megatron via train.py:14]" in saved.stdout
+    assert saved.stdout == run(project, "-m", "flake8", "--select", "FAL", "losses.py").stdout
+    edited = run(project, *command, stdin="# edited\n" + losses.read_text())
+    assert found(edited.stdout) == ["losses.py:21:29: FAL001"] and "[in-place-caller via losses.py:26]" in edited.stdout
 
 
 def test_flake8_builds_the_index_once_per_run(
