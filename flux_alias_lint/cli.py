@@ -30,6 +30,7 @@ from .config import (
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .finding import ERROR
 from .gitignore import GitIgnore
+from .index.files import real_path
 from .index.project import ProjectIndex
 from .index.reach import Reaches
 from .noqa import add_noqa
@@ -37,7 +38,17 @@ from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
 from .progress import phase, progress_wanted, run_summary, track
 from .rules import RULES, UNCHECKED
-from .runner import DEFAULT_TIMEOUT, FileResult, Limits, Mode, lint_source, unchecked, write_fix
+from .runner import (
+    DEFAULT_TIMEOUT,
+    FileResult,
+    Limits,
+    Mode,
+    decided_by,
+    lint_source,
+    step_in,
+    unchecked,
+    write_fix,
+)
 from .selection import UNREACHED_MODES, Layer, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode, read_bytes
 
@@ -399,6 +410,8 @@ def _check(args: argparse.Namespace) -> int:
             pending = track(pending, len(files))
         by_path = dict(pending)
         results = [by_path[path] for path in files]
+        if not args.add_noqa:  # which never edits a file that was not named
+            results += _decided_elsewhere(files, settings, reached)
     if args.add_noqa:
         return _add_noqa(results, errors)
     code = _report(args, results, errors, settings)
@@ -470,6 +483,40 @@ def _check_grouped(
         cache = None if args.no_cache else Cache(cache_dir, selection)
         checked = check_files(paths, selection, mode, jobs=args.jobs, cache=cache, reached=reached, limits=limits)
         yield from zip(paths, checked, strict=True)
+
+
+def _decided_elsewhere(files: list[str], settings: _Settings, reached: Mapping[str, Reaches]) -> list[FileResult]:
+    """For a run on named files (pre-commit's, on the changed ones): the findings of the project's
+    other files whose chain passes through a named file (`decided_by`), checked (never fixed) and
+    each file introduced by a note saying which named file decides its verdict. Files the run
+    excludes (the config's excludes, what git ignores) stay out."""
+    args = settings.args
+    named = {real_path(f) for f in files if f in args.paths and not os.path.isdir(f)}
+    if not named:
+        return []
+    checked = {real_path(f) for f in files}
+    shown = os.path.abspath if all(os.path.isabs(f) for f in files if real_path(f) in named) else os.path.relpath
+    gitignore = GitIgnore() if args.respect_gitignore else None
+    others = [
+        shown(path)
+        for path in decided_by(named, reached)
+        if path not in checked
+        and not settings.excluded(Path(path))
+        and not (gitignore and gitignore.ignored_here_or_above(Path(path), is_dir=False))
+    ]
+    results = []
+    for path, result in _check_grouped(others, settings, Mode.CHECK, reached):
+        found = [f for f in result.findings if step_in(f, named)]
+        if found:
+            step = step_in(found[0], named)
+            if not args.quiet:
+                print(
+                    f"flux-alias-lint: note: {path} is reported too: its verdict is decided in {step.path}:{step.line} "
+                    f"({step.what})",
+                    file=sys.stderr,
+                )
+            results.append(FileResult(path, found))
+    return results
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""Check or fix one file on disk: read → lint → (write atomically | diff) → a FileResult."""
+"""Check or fix one file on disk: read → lint → (write atomically | diff) → a FileResult; and which
+other files a run on named files reports too (`decided_by`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from .finding import Finding
-from .index.reach import Reaches
+from .index.files import real_path
+from .index.reach import Reaches, Step
 from .rules import CAPTURE_CODE, INVALID_SYNTAX, UNCHECKED
 from .selection import Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes
@@ -243,3 +245,24 @@ def process_file(
         return unchecked(SourceError(path, "too deeply nested to analyse"), selection)
     except Exception as exc:  # a checker bug must cost one file, not the whole run
         return FileResult(path, error=f"{path}: internal error ({type(exc).__name__}: {exc}); please report it")
+
+
+def decided_by(named: Collection[str], reached: Mapping[str, Reaches]) -> list[str]:
+    """The files of the index (real paths, sorted) other than `named` (real paths) with a function
+    whose chain to the call that rescales its loss passes through a named file: a change there can
+    make their findings errors, so a run on the changed files (pre-commit) reports them too. Read
+    off the project index: nothing else is analysed."""
+    return sorted(
+        path
+        for path, reaches in reached.items()
+        if path not in named and any(_in(step, named) for reach in reaches.values() for step in reach.steps)
+    )
+
+
+def step_in(finding: Finding, named: Collection[str]) -> Step | None:
+    """The first step of the finding's chain that lies in one of the `named` files (real paths)."""
+    return next((step for step in finding.reached_by if _in(step, named)), None)
+
+
+def _in(step: Step, named: Collection[str]) -> bool:
+    return real_path(step.path) in named

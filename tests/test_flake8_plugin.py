@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from flake8.api import legacy
+from flake8.main import cli
+from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint.flake8_plugin import Flake8Plugin
 
@@ -21,16 +22,22 @@ FORMAT = "%(path)s|%(row)d:%(col)d: %(code)s %(text)s"
 def flake8(
     capsys: pytest.CaptureFixture[str], paths: list[Path], **options: object
 ) -> tuple[int, dict[str, list[str]]]:
-    """Run flake8 on `paths`; (total errors, path → `LINE:COL: CODE REPORT_PATH` lines)."""
+    """Run flake8's command line (in this process) on `paths`; (total errors, path → `LINE:COL: CODE
+    REPORT_PATH` lines). Options as flake8's long flags: `extend_ignore=["FAL001"]`, `disable_noqa=True`."""
+    argv = [f"--format={FORMAT}"]
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        argv += [flag] if value is True else [f"{flag}={','.join(value) if isinstance(value, list) else value}"]
     capsys.readouterr()
-    # The legacy API's formatter prints to stdout (it opens `output_file` only from the CLI).
-    report = legacy.get_style_guide(format=FORMAT, **options).check_files([str(p) for p in paths])
+    status = cli.main([*argv, *map(str, paths)])
     rows: dict[str, list[str]] = {str(p): [] for p in paths}
-    for line in capsys.readouterr().out.splitlines():
+    out = capsys.readouterr().out.splitlines()
+    for line in out:
         path, rest = line.split("|", 1)
         # The message starts with the report entry: `FAL001 report["loss"] = `...``.
         rows[path].append(re.sub(r" = `.*", "", rest))
-    return report.total_errors, rows
+    assert status == (1 if out else 0)
+    return len(out), rows
 
 
 def test_the_entry_point_is_registered() -> None:
@@ -38,12 +45,20 @@ def test_the_entry_point_is_registered() -> None:
     assert entry.load() is Flake8Plugin
 
 
-def test_flake8_reports_exactly_what_each_fixture_expects(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("unreached", [None, "error"])
+def test_flake8_reports_exactly_what_each_fixture_expects(
+    capsys: pytest.CaptureFixture[str], unreached: str | None
+) -> None:
+    """flake8 fails on what `check` fails on: the findings with a context; those nothing is known to
+    rescale (no context in `.expected`) are warnings, reported only with `--fal-unreached error`."""
     assert len(CHECKER_CASES) > 50
-    total, rows = flake8(capsys, CHECKER_CASES, select=["FAL"])
-    # flake8 shows no context: the expected lines without it.
+    options = {"fal_unreached": unreached} if unreached else {}
+    total, rows = flake8(capsys, CHECKER_CASES, select=["FAL"], **options)
+    proven = re.compile(r" (megatron|in-place-caller|in-function)$")
+    # flake8 shows the context in the message: the expected lines without it.
     expected = {
-        p: [re.sub(r" (megatron|in-place-caller|in-function)$", "", line) for line in _lines(p)] for p in CHECKER_CASES
+        p: [proven.sub("", line) for line in _lines(p) if unreached == "error" or proven.search(line)]
+        for p in CHECKER_CASES
     }
     mismatches = {
         p.relative_to(FIXTURES).as_posix(): (rows[str(p)], expected[p])
@@ -51,7 +66,7 @@ def test_flake8_reports_exactly_what_each_fixture_expects(capsys: pytest.Capture
         if rows[str(p)] != expected[p]
     }
     assert mismatches == {}
-    assert total == sum(len(r) for r in rows.values()) > 50
+    assert total == sum(len(r) for r in rows.values()) > (50 if unreached else 15)
 
 
 def _lines(path: Path) -> list[str]:
@@ -60,9 +75,10 @@ def _lines(path: Path) -> list[str]:
 
 def test_flake8_owns_noqa(capsys: pytest.CaptureFixture[str]) -> None:
     noqa = [FIXTURES / "FAL001" / "noqa_code.py", FIXTURES / "FAL001" / "noqa_bare.py"]
-    assert flake8(capsys, noqa, select=["FAL"])[0] == 0
+    # Nothing hands these loss functions to Megatron: their findings are reported with --fal-unreached error.
+    assert flake8(capsys, noqa, select=["FAL"], fal_unreached="error")[0] == 0
     # With flake8's noqa switched off the plugin's findings come back: it did not suppress them itself.
-    total, rows = flake8(capsys, noqa, select=["FAL"], disable_noqa=True)
+    total, rows = flake8(capsys, noqa, select=["FAL"], disable_noqa=True, fal_unreached="error")
     assert total == 2
     assert all(lines and lines[0].endswith('FAL001 report["lm loss"]') for lines in rows.values()), rows
 
@@ -71,6 +87,7 @@ def test_flake8_select_and_ignore_apply_to_fal_codes(tmp_path: Path, capsys: pyt
     path = tmp_path / "bug.py"
     path.write_text(
         'import torch\n\n\ndef loss_func(x):\n    loss = torch.sum(x)\n    return loss, {"a": loss.detach(), "b": loss.detach().view(1)}\n'
+        + FORWARD_STEP  # handed to Megatron: errors
     )
     assert flake8(capsys, [path])[1][str(path)] == ['6:24: FAL001 report["a"]', '6:44: FAL003 report["b"]']
     assert flake8(capsys, [path], extend_ignore=["FAL001"])[1][str(path)] == ['6:44: FAL003 report["b"]']
@@ -88,5 +105,6 @@ def test_unparsable_file_is_flake8s_e999_not_a_crash(tmp_path: Path, capsys: pyt
 
 def test_the_plugin_itself_never_applies_noqa() -> None:
     lines = ["import torch\n", "def loss_func(x):\n", "    loss = x.sum()\n", '    return loss, {"l": loss}  # noqa\n']
+    lines += FORWARD_STEP.splitlines(keepends=True)  # handed to Megatron: an error
     (row,) = list(Flake8Plugin(tree=None, lines=lines, filename="x.py").run())  # type: ignore[arg-type]
     assert row[:2] == (4, 23) and row[2].startswith('FAL002 report["l"] = `loss`')
