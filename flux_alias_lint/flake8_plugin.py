@@ -38,7 +38,7 @@ from .lint import check_source
 from .output import context_note
 from .parallel import default_jobs
 from .selection import UNREACHED_MODES
-from .source import SourceError, decode, read_bytes
+from .source import SourceError, saved_text
 
 Reached = Mapping[str, Reaches]  # the project index: real path -> def line -> who rescales its loss
 
@@ -123,13 +123,6 @@ class Flake8Plugin:
         if not os.path.isfile(path):
             return None
         reached = self._reached(path).get(os.path.realpath(path), {})
-        if not self.from_stdin or _saved_text(path) == text:
+        if not self.from_stdin or saved_text(path) == text:
             return reached
         return {**reached, **ProjectIndex.of_source(text, path).reached_by_path().get(path, {})}
-
-
-def _saved_text(path: str) -> str | None:
-    try:
-        return decode(read_bytes(path), path).text
-    except SourceError:
-        return None

@@ -39,7 +39,7 @@ from .output import context_note
 from .rules import UNCHECKED
 from .runner import unchecked
 from .selection import Selection
-from .source import SourceError, SourceFile
+from .source import SourceError, SourceFile, saved_text
 
 NAME = "flux-alias-lint"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.{NAME}"  # source.fixAll.flux-alias-lint
@@ -115,9 +115,13 @@ def _selection(path: str) -> Selection:
 
 def _reaches(source: SourceFile, reached: Reached) -> Reaches:
     """Who rescales the loss of each function in `source`: the project index's answer (from the
-    files as saved), and the evidence in the document's current text (its lines as they are now)."""
+    files as saved, `check`'s), and for an unsaved text the evidence in it on top (its lines as they
+    are now)."""
+    indexed = reached.get(os.path.realpath(source.path), {})
+    if saved_text(source.path) == source.text:
+        return indexed
     own = ProjectIndex.of_source(source.text, source.path).reached_by_path().get(source.path, {})
-    return {**reached.get(os.path.realpath(source.path), {}), **own}
+    return {**indexed, **own}
 
 
 def lint_document(path: str, text: str, reached: Reached) -> list[Finding]:

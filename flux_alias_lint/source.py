@@ -133,6 +133,15 @@ def read_bytes(path: str, max_bytes: int = DEFAULT_MAX_FILE_SIZE) -> bytes:
     return read_regular(path, max_bytes)[0]
 
 
+def saved_text(path: str) -> str | None:
+    """The text of the file as saved, None where it cannot be read or decoded (an editor's or
+    stdin's text is checked against it: the same text gets the index's answer alone)."""
+    try:
+        return decode(read_bytes(path), path).text
+    except SourceError:
+        return None
+
+
 def read_source(path: str) -> SourceFile:
     return decode(read_bytes(path), path)
 

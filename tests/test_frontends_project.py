@@ -223,3 +223,58 @@ def test_a_file_the_run_excludes_stays_out(project: Path) -> None:
     (project / "pyproject.toml").write_text('[tool.flux-alias-lint]\nextend-exclude = ["losses.py"]\n')
     result = run(project, *hook_entry(), "train.py")
     assert (result.returncode, found(result.stdout)) == (0, [])
+
+
+# the editor
+
+LOSSES_WITH_A_CALLER = """\
+import torch
+
+
+def loss_func(output_tensor):
+    loss = torch.mean(output_tensor)
+    return loss, {"lm loss": loss.detach()}
+
+
+def evaluate(output_tensor, n):
+    loss, report = loss_func(output_tensor)
+    loss /= n
+    return report
+"""
+
+TRAIN = """\
+from losses import loss_func
+from megatron.core.pipeline_parallel import get_forward_backward_func
+
+
+def forward_step(data_iterator, model):
+    return model(next(data_iterator)), loss_func
+
+
+def train(data_iterator, model):
+    get_forward_backward_func()(forward_step_func=forward_step, data_iterator=data_iterator, model=model)
+"""
+
+
+def test_the_editor_gives_a_saved_file_checks_verdict(tmp_path: Path) -> None:
+    """A saved document gets the index's answer alone: the hand-off to Megatron in another file, not
+    the weaker in-place caller its own text shows; an unsaved edit gets its own evidence on top."""
+    from flux_alias_lint.lint import check_text
+    from flux_alias_lint.server import lint_document
+    from flux_alias_lint.source import SourceFile
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "trainer"\n')
+    losses, train = tmp_path / "losses.py", tmp_path / "train.py"
+    losses.write_text(LOSSES_WITH_A_CALLER)
+    train.write_text(TRAIN)
+    reached = cache.project_reached([str(losses), str(train)], None)
+    by_check = check_text(
+        SourceFile(str(losses), LOSSES_WITH_A_CALLER, "utf-8"), reaches=reached[str(losses.resolve())]
+    )
+    in_editor = lint_document(str(losses), LOSSES_WITH_A_CALLER, reached)
+    assert [(f.line, f.context, f.reached_by[-1].path) for f in in_editor] == [
+        (f.line, f.context, f.reached_by[-1].path) for f in by_check[0]
+    ]
+    assert [f.context for f in in_editor] == ["megatron"]
+    edited = LOSSES_WITH_A_CALLER.replace("return report", "return report  # edited")
+    assert [f.context for f in lint_document(str(losses), edited, reached)] == ["in-place-caller"]
