@@ -39,6 +39,7 @@ from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_dep
 from ._deps import require_torch
 from .assertions import Snapshot, changed_since, snapshot
 from .megatron import installed_megatron_version
+from .per_token import per_token_setting
 from .probe import SHAPES, Execution, Probe, ProbeError, build_probe, functions
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
@@ -57,6 +58,28 @@ class Settings:
     profile: str = "installed"
     num_microbatches: int = 2
     cp_group_size: int = 1
+    # Megatron's `calculate_per_token_loss` (a 3-tuple is not rescaled when on); None: as each file's
+    # project sets it with a literal (per_token.py), else off, megatron-core's default.
+    calculate_per_token_loss: bool | None = None
+    per_token_source: str = ""  # what set it: the option given, or where the file's project sets it
+
+    def for_file(self, path: str) -> Settings:
+        """These settings with `calculate_per_token_loss` resolved for the file ``path``."""
+        if self.calculate_per_token_loss is not None:
+            return self
+        where = per_token_setting(path)
+        return dataclasses.replace(
+            self, calculate_per_token_loss=where is not None, per_token_source=f"set at {where}" if where else ""
+        )
+
+    def per_token(self) -> str:
+        """The per-token setting modelled and where it comes from."""
+        if self.calculate_per_token_loss is None:
+            return "calculate_per_token_loss as each project sets it (off where no literal turns it on)"
+        state = "on" if self.calculate_per_token_loss else "off"
+        if self.per_token_source:
+            return f"calculate_per_token_loss {state} ({self.per_token_source})"
+        return "calculate_per_token_loss off (megatron-core's default; nothing in the project turns it on)"
 
     def validate(self) -> None:
         """ValueError naming the bad option; checked once, before any file is read."""
@@ -76,7 +99,7 @@ class Settings:
         else:
             profile = resolve_profile(self.profile)
             model = f"profile {profile.name} ({profile.description})"
-        return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}"
+        return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}, {self.per_token()}"
 
 
 # How a CONFIRMED finding was confirmed: its probe's outputs handed to the installed release's
@@ -94,6 +117,7 @@ class Verdict:
     confirmed: bool
     detail: str
     confirmed_by: str = ""  # BY_RESCALE or BY_SCHEDULE when confirmed
+    modelled: str = ""  # Settings.describe() of the settings its file was run with
 
     def line(self) -> str:
         status = "CONFIRMED" if self.confirmed else "UNCONFIRMED"
@@ -106,6 +130,7 @@ class Verdict:
             "confirmed": self.confirmed,
             "detail": self.detail,
             "confirmed_by": self.confirmed_by or None,
+            "modelled": self.modelled,
         }
 
 
@@ -126,6 +151,7 @@ def _rescale(execution: Execution, settings: Settings) -> _Rescaled:
         outputs,
         num_microbatches=settings.num_microbatches,
         cp_group_size=settings.cp_group_size,
+        calculate_per_token_loss=bool(settings.calculate_per_token_loss),
         profile=settings.profile,
     )
     moved = changed_since(before)
@@ -226,8 +252,18 @@ def _after_fix(fixed: Execution, before: _Rescaled, settings: Settings) -> _Resc
     return _rescale(fixed, settings)
 
 
-def _judge(finding: Finding, paths: list[str], before: _Rescaled, after: _Rescaled | str) -> Verdict:
+def _judge(
+    finding: Finding, paths: list[str], before: _Rescaled, after: _Rescaled | str, settings: Settings, size: int
+) -> Verdict:
+    """``size``: how many values the function returned (a 3-tuple is not rescaled under per-token loss)."""
     moved = [(path, before.moved[path]) for path in paths if path in before.moved]
+    if not moved and size == 3 and settings.calculate_per_token_loss:
+        return Verdict(
+            finding,
+            False,
+            f"{paths[0]} held the flagged value and did not move: Megatron does not rescale a 3-tuple "
+            f"(loss, num_tokens, report) under {settings.per_token()}",
+        )
     if not moved:
         return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move under the rescale")
     path, factor = moved[0]
@@ -389,7 +425,7 @@ def _verify_reports(
                 continue
             after = _after_fix(fixed_probe.execute(execution.taken), before, settings)
             for key, paths in reached.items():
-                verdict = _judge(items[key].finding, paths, before, after)
+                verdict = _judge(items[key].finding, paths, before, after, settings, len(execution.outputs))
                 if verdict.confirmed and verdict.finding.context == MEGATRON:
                     verdict = _through_schedule(verdict, probe, fixed_probe, execution, paths, settings)
                 verdicts[key] = verdict
@@ -571,7 +607,10 @@ def verify_file(
     that cannot be read, decoded or parsed is an unconfirmed FAL000, as `check` reports it."""
     try:
         source = decode(sys.stdin.buffer.read(), "-") if path == "-" else read_source(path)
-        return verify_source(source, selection, settings, reaches), None
+        scenario = settings.for_file(path)
+        modelled = scenario.describe()
+        verdicts = verify_source(source, selection, scenario, reaches)
+        return [dataclasses.replace(v, modelled=modelled) for v in verdicts], None
     except SourceError as exc:
         return [Verdict(f, False, f"not checked: {f.message}") for f in unchecked(exc, selection).findings], None
     except OSError as exc:
@@ -580,8 +619,7 @@ def verify_file(
 
 def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_format: str) -> None:
     if output_format == "json":
-        modelled = settings.describe()
-        print(json.dumps([{**v.to_dict(), "modelled": modelled} for v in verdicts], indent=2))
+        print(json.dumps([{**v.to_dict(), "modelled": v.modelled or settings.describe()} for v in verdicts], indent=2))
         return
     for verdict in verdicts:
         print(verdict.line())
@@ -591,3 +629,7 @@ def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_forma
         f"{len(verdicts)} finding(s): {confirmed} confirmed ({scheduled} also through {BY_SCHEDULE}), "
         f"{len(verdicts) - confirmed} unconfirmed (modelled: {settings.describe()})."
     )
+    if settings.calculate_per_token_loss is None:
+        turned_on = sorted({v.modelled for v in verdicts if "calculate_per_token_loss on" in v.modelled})
+        for modelled in turned_on:
+            print(f"  where a project turns it on: {modelled}")
