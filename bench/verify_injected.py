@@ -126,6 +126,8 @@ def _copy_tree(tree: Path, out: Path) -> None:
             target = out / source.relative_to(tree)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
+    # A git work tree, as the tree is: the project's root (and where its settings are read) is the copy's.
+    subprocess.run(["git", "init", "-q", str(out)], check=True)
 
 
 def _inject(copy: Path, injection: Injection) -> None:
@@ -183,8 +185,9 @@ def main() -> int:
             rows.append(
                 f"| {tree} | `{commit}` | `{relative}:{verdict['line']}` {function} | `{alias}` | {status} | {detail} |"
             )
-    modelled = everything[0]["modelled"] if everything else ""
-    print(f"megatron-core modelled: {modelled}\n")
+    for modelled in sorted({v["modelled"] for v in everything}):
+        print(f"- modelled: {modelled}")
+    print()
     print("| tree | commit | function | injected alias | verdict | reason |")
     print("| --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))

@@ -9,7 +9,7 @@ entry ``{"calculate_per_token_loss": True}``, or by requiring it (``assert cfg.c
 A setting under an ``if`` counts only where the condition is about the setting (a default filled in:
 ``if "calculate_per_token_loss" not in kwargs:``); under ``if cp_size > 1:`` it is not the project's. Where a setting holds: in a script (a
 module with an ``if __name__ == "__main__":`` guard, such as one example's ``pretrain_*.py``), that
-script only; in a module under a directory of examples, tests, scripts, tools or recipes, its own directory (one example's
+script only; in a module under a directory of examples, tests, scripts, tools or recipes, the modules beside it (one example's
 ``model.py`` sets it for that example); else the project's top-level package it is in (``src/`` skipped).
 """
 
@@ -108,14 +108,14 @@ def _setting_lines(tree: ast.Module) -> list[int]:
 _LOCAL_DIRECTORY = re.compile(r"example|test|script|tool|recipe")
 
 
-def _scope(relative: str) -> str:
-    """The directory (relative to the root, ``""`` or ending in ``/``) that a setting in the module ``relative``,
-    not a script, holds for."""
+def _holds_for(relative: str, mine: str) -> bool:
+    """Whether a setting in the module ``relative`` (not a script) holds for the module ``mine`` (both relative
+    to the root): in an examples, tests or recipes directory, for the modules beside it; else for its package."""
     directories = relative.split("/")[:-1]
     if any(_LOCAL_DIRECTORY.search(part) for part in directories):
-        return "".join(f"{part}/" for part in directories)
+        return mine.split("/")[:-1] == directories
     top = directories[:2] if directories[:1] == ["src"] else directories[:1]
-    return "".join(f"{part}/" for part in top)
+    return mine.startswith("".join(f"{part}/" for part in top))
 
 
 def per_token_setting(path: str) -> str | None:
@@ -127,6 +127,6 @@ def per_token_setting(path: str) -> str | None:
     mine = os.path.relpath(real, root).replace(os.sep, "/")
     for where, line, script in _settings(root):
         relative = os.path.relpath(where, root).replace(os.sep, "/")
-        if where == real or (not script and mine.startswith(_scope(relative))):
+        if where == real or (not script and _holds_for(relative, mine)):
             return f"{relative}:{line}"
     return None

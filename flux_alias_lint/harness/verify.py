@@ -40,16 +40,19 @@ from ._deps import require_torch
 from .assertions import Snapshot, changed_since, snapshot
 from .megatron import installed_megatron_version
 from .per_token import per_token_setting
-from .probe import SHAPES, Execution, Probe, ProbeError, build_probe, functions
+from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, build_probe, functions
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
 from .rescale import megatron_rescale
 from .schedule import run_schedule
+from .standins import ROLES
 
 torch = require_torch()
 
 # Executions tried per stand-in shape, and the time one function may take in all.
 MAX_EXECUTIONS = 32
+# Executions a search for the layouts of the named stand-ins may take, per stand-in shape.
+MAX_LAYOUTS = 48
 SECONDS_PER_FUNCTION = 30.0
 
 
@@ -75,7 +78,7 @@ class Settings:
     def per_token(self) -> str:
         """The per-token setting modelled and where it comes from."""
         if self.calculate_per_token_loss is None:
-            return "calculate_per_token_loss as each project sets it (off where no literal turns it on)"
+            return "calculate_per_token_loss as the project sets it, else off"
         state = "on" if self.calculate_per_token_loss else "off"
         if self.per_token_source:
             return f"calculate_per_token_loss {state} ({self.per_token_source})"
@@ -185,7 +188,8 @@ def _shape_problem(execution: Execution) -> tuple[tuple[int, int], str] | None:
     """
     if execution.error is not None:
         error = execution.error
-        return (0, len(execution.taken)), f"no probe could run it ({type(error).__name__}: {error})"
+        inputs = f"; furthest with {execution.inputs()}" if execution.made else ""
+        return (0, len(execution.taken)), f"no probe could run it ({type(error).__name__}: {error}){inputs}"
     outputs = execution.outputs
     if not (isinstance(outputs, (tuple, list)) and len(outputs) in (2, 3)):
         return (1, 0), f"with stand-in inputs it returned {_describe(outputs)}, not (loss, ..., report)"
@@ -230,16 +234,66 @@ def _matches(pattern: str, path: str) -> bool:
 
 
 def _explore(probe: Probe, deadline: float) -> Iterator[Execution]:
-    """Executions of ``probe``, first with every undecidable branch taken, then flipping one answer at a time."""
+    """Executions of ``probe``, first with every undecidable branch taken, then flipping one answer at a time.
+
+    An execution that raises is first refitted (``_fit``): the layouts that got it furthest are kept for the
+    executions after it.
+    """
     pending: collections.deque[tuple[bool, ...]] = collections.deque([()])
+    roles = dict(probe.layouts)  # what use asks for first; a search changes them where the code raises
+    budget = [MAX_LAYOUTS]
     for _ in range(MAX_EXECUTIONS):
         if not pending or time.monotonic() > deadline:
             return
         forced = pending.popleft()
-        execution = probe.execute(forced)
+        execution = probe.execute(forced, roles)
+        if execution.error is not None:
+            execution = _fit(probe, execution, forced, budget)
+            roles = execution.roles
         yield execution
         taken = execution.taken
         pending.extend((*taken[:i], not taken[i]) for i in range(len(forced), len(taken)))
+
+
+def _progress(execution: Execution) -> tuple[int, int, int, int]:
+    """How far an execution got: it returned; else the line of the function it raised at, the branches it
+    decided, and how deep in the code it called the error was."""
+    if execution.error is None:
+        return (1, 0, 0, 0)
+    line, depth = 0, 0
+    trace = execution.error.__traceback__
+    while trace is not None:
+        depth += 1
+        if trace.tb_frame.f_code.co_filename == PROBE_FILENAME:
+            line = trace.tb_lineno
+        trace = trace.tb_next
+    return (0, line, len(execution.taken), depth)
+
+
+def _fit(probe: Probe, execution: Execution, forced: tuple[bool, ...], budget: list[int]) -> Execution:
+    """The execution on the same path with the named stand-ins in the layouts (standins.ROLES) that get it
+    furthest: a bounded search, one stand-in at a time, the one made last (nearest the error) first.
+
+    ``budget``: the executions it may still take, shared by every search of one probe (a counter, not a timer).
+    """
+    best = execution
+    while best.error is not None and budget[0] > 0:
+        better = None
+        for name in reversed(list(best.made)):
+            for role in ROLES:
+                if budget[0] <= 0 or role == best.roles.get(name):
+                    continue
+                budget[0] -= 1
+                trial = probe.execute(forced, {**best.roles, name: role})
+                if _progress(trial) > _progress(best):
+                    better = trial
+                    break
+            if better is not None:
+                break
+        if better is None:
+            break
+        best = better
+    return best
 
 
 def _after_fix(fixed: Execution, before: _Rescaled, settings: Settings) -> _Rescaled | str:
@@ -282,7 +336,7 @@ def _judge(
     return Verdict(finding, True, f"{path} {factor} before fix, held after; loss and grad unchanged", BY_RESCALE)
 
 
-def _schedule_moves(probe: Probe, taken: tuple[bool, ...], num_microbatches: int, forward_only: bool) -> dict[str, str]:
+def _schedule_moves(probe: Probe, replayed: Execution, num_microbatches: int, forward_only: bool) -> dict[str, str]:
     """What moved when Megatron's real schedule called the probe as its loss function: report path → factor,
     and each marked entry's key (``"0"``) → how its captured value moved since it was made.
 
@@ -292,7 +346,7 @@ def _schedule_moves(probe: Probe, taken: tuple[bool, ...], num_microbatches: int
     returned: list[tuple[Execution, Snapshot]] = []
 
     def loss_func(output_tensor: Any) -> Any:
-        execution = probe.execute(taken)
+        execution = probe.execute(replayed.taken, replayed.roles)
         if execution.error is not None:
             raise execution.error
         returned.append((execution, snapshot(execution.outputs[-1])))
@@ -333,8 +387,8 @@ def _through_schedule(
         )
     forward_only = execution.outputs[0].numel() != 1
     try:
-        before = _schedule_moves(probe, execution.taken, settings.num_microbatches, forward_only)
-        after = _schedule_moves(fixed_probe, execution.taken, settings.num_microbatches, forward_only)
+        before = _schedule_moves(probe, execution, settings.num_microbatches, forward_only)
+        after = _schedule_moves(fixed_probe, execution, settings.num_microbatches, forward_only)
     except Exception as exc:  # the schedule refused the stand-ins; the modelled rescale's verdict stands
         return dataclasses.replace(
             verdict, detail=f"{verdict.detail} (not through {BY_SCHEDULE}: it raised {type(exc).__name__}: {exc})"
@@ -423,7 +477,7 @@ def _verify_reports(
                 for key in reached:
                     furthest[key].note((4, 0), f"the rescale raised {type(exc).__name__}: {exc}")
                 continue
-            after = _after_fix(fixed_probe.execute(execution.taken), before, settings)
+            after = _after_fix(fixed_probe.execute(execution.taken, execution.roles), before, settings)
             for key, paths in reached.items():
                 verdict = _judge(items[key].finding, paths, before, after, settings, len(execution.outputs))
                 if verdict.confirmed and verdict.finding.context == MEGATRON:
@@ -531,7 +585,9 @@ def _verify_captures(
                     furthest[key].note((2, 0), observed.unrescaled)
                     continue
                 if fixed is None:
-                    fixed = _observe_fixed(fixed_probe.execute(execution.taken), observed, settings, whole_return)
+                    fixed = _observe_fixed(
+                        fixed_probe.execute(execution.taken, execution.roles), observed, settings, whole_return
+                    )
                 verdict = _judge_capture(item, str(mark), _writer(module, item), moves, fixed)
                 if verdict.confirmed and item.raw.write is None:
                     verdict = dataclasses.replace(verdict, confirmed_by=BY_RESCALE)
