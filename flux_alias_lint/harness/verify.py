@@ -40,12 +40,12 @@ from ._deps import require_torch
 from .assertions import Snapshot, changed_since, snapshot
 from .megatron import installed_megatron_version
 from .per_token import per_token_setting
-from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, build_probe, functions
+from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, ProbeTimeout, build_probe, functions
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
 from .rescale import megatron_rescale
 from .schedule import run_schedule
-from .standins import ROLES
+from .standins import ROLES, TooManyDecisions
 
 torch = require_torch()
 
@@ -276,6 +276,8 @@ def _fit(probe: Probe, execution: Execution, forced: tuple[bool, ...], budget: l
 
     ``budget``: the executions it may still take, shared by every search of one probe (a counter, not a timer).
     """
+    if isinstance(execution.error, (ProbeTimeout, TooManyDecisions)):
+        return execution  # a loop the stand-ins keep going: no layout ends it sooner
     best = execution
     while best.error is not None and budget[0] > 0:
         better = None
