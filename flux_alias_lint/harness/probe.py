@@ -227,6 +227,14 @@ def usage_kinds(function: cst.CSTNode) -> dict[str, Kind]:
 
         def visit_Comparison(self, node: cst.Comparison) -> None:
             name = _root(node.left)
+            left = node.left
+            for target in node.comparisons:
+                # `loss_name == "cross_entropy"`: a setting; as a stub, both answers are tried.
+                if isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+                    for one, other in ((left, target.comparator), (target.comparator, left)):
+                        if _root(one) and _string_like(other):
+                            objects.add(one.value)
+                left = target.comparator
             for target in node.comparisons:
                 is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
                 if name and is_none and isinstance(target.operator, (cst.Is, cst.IsNot)):

@@ -101,6 +101,8 @@ class Run:
             return self._in_layout(role)
         shape = self.shape
         if len(shape) == 3:
+            if _COUNT.search(name):
+                return self._in_layout("count")
             if _TOKEN_IDS.search(name):
                 return torch.arange(math.prod(shape[:2])).reshape(shape[:2]) % shape[2]
             if _PER_TOKEN.search(name):
@@ -140,6 +142,7 @@ ROLES: dict[str, tuple[int, ...]] = {
     "count": (),
 }
 
+_COUNT = re.compile(r"^(num|n)_|_(size|count)$")
 _TOKEN_IDS = re.compile(r"(^|_)(ids?|tokens?|labels?|index)$")
 _PER_TOKEN = re.compile(r"mask")
 _PER_SAMPLE = re.compile(r"reward|advantage|score")

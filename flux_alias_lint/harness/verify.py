@@ -255,6 +255,11 @@ def _explore(probe: Probe, deadline: float) -> Iterator[Execution]:
         pending.extend((*taken[:i], not taken[i]) for i in range(len(forced), len(taken)))
 
 
+# What inputs that do not fit raise (a shape, a dtype, an unpacking, an attribute of the wrong kind of value).
+_INPUT_ERRORS = (TypeError, IndexError, RuntimeError, ValueError, AttributeError, KeyError)
+_NOT_INPUT_ERRORS = (NotImplementedError, ProbeTimeout, TooManyDecisions, RecursionError)
+
+
 def _progress(execution: Execution) -> tuple[int, int, int, int]:
     """How far an execution got: it returned; else the line of the function it raised at, the branches it
     decided, and how deep in the code it called the error was."""
@@ -276,8 +281,8 @@ def _fit(probe: Probe, execution: Execution, forced: tuple[bool, ...], budget: l
 
     ``budget``: the executions it may still take, shared by every search of one probe (a counter, not a timer).
     """
-    if isinstance(execution.error, (ProbeTimeout, TooManyDecisions)):
-        return execution  # a loop the stand-ins keep going: no layout ends it sooner
+    if not isinstance(execution.error, _INPUT_ERRORS) or isinstance(execution.error, _NOT_INPUT_ERRORS):
+        return execution  # the code refused on purpose, or looped: another path, not another input, may run
     best = execution
     while best.error is not None and budget[0] > 0:
         better = None
