@@ -352,13 +352,13 @@ def _protocol(attr: str) -> bool:
     return attr.startswith("__") and attr.endswith("__") and attr in _PROTOCOLS
 
 
-# Tensor methods and properties a stub answers with a tensor of its own. Not `data` or `grad`:
-# on an unknown object those are more often its own fields.
+# Tensor methods and properties a stub answers with a tensor of its own. Not `data`, `grad`, `size` or `values`:
+# on an unknown object those are more often its own fields (`parallel_state.cp.size > 1`).
 _TENSOR_API = frozenset(
     name
     for name in dir(torch.Tensor)
     if not name.startswith("_") and (callable(getattr(torch.Tensor, name, None)) or name in {"shape", "dtype", "ndim"})
-) - {"data", "grad", "apply_", "map_", "register_hook"}
+) - {"data", "grad", "size", "values", "apply_", "map_", "register_hook"}
 
 
 def instance_of(cls: type, run: Run) -> Any:
