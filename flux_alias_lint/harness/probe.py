@@ -45,6 +45,7 @@ from .standins import (
     StubType,
     instance_of,
     single_rank,
+    stubs_as_numbers,
     undecidable_bools,
 )
 
@@ -163,7 +164,14 @@ class Probe:
         outputs, error = None, None
         try:
             args, kwargs = self._arguments()
-            with quiet(), single_rank(), undecidable_bools(self.run), cuda_is_the_cpu(), _time_limit():
+            with (
+                quiet(),
+                single_rank(),
+                undecidable_bools(self.run),
+                cuda_is_the_cpu(),
+                stubs_as_numbers(),
+                _time_limit(),
+            ):
                 outputs = self.func(*args, **kwargs)
         except (Exception, SystemExit) as exc:  # the code raised with these stand-ins: the caller may try another path
             error = exc

@@ -555,6 +555,29 @@ def single_rank() -> Iterator[None]:
         yield
 
 
+def _numbers(data: Any) -> Any:
+    """``data`` for ``torch.tensor``, each stub in it a number: a stub is a sequence of stubs without end."""
+    if isinstance(data, Stub):
+        return float(data)
+    if isinstance(data, (list, tuple)):
+        return type(data)(_numbers(item) for item in data)
+    return data
+
+
+class _StubsAsNumbers(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        if func in (torch.tensor, torch.as_tensor) and args:
+            args = (_numbers(args[0]), *args[1:])
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def stubs_as_numbers() -> Iterator[None]:
+    """``torch.tensor([count] + list(log.values()))`` with stubs in the list: each is the number 1.0."""
+    with _StubsAsNumbers():
+        yield
+
+
 @contextlib.contextmanager
 def undecidable_bools(run: Run) -> Iterator[None]:
     """``bool()`` of a tensor of several values (or none) asks ``run`` instead of raising."""
