@@ -91,8 +91,11 @@ class Execution:
     made: dict[str, str] = dataclasses.field(default_factory=dict)  # each named stand-in's layout, as made
 
     def inputs(self) -> str:
-        """The named stand-ins it was given, e.g. ``output_tensor [2, 4, 8] float32, labels [2, 4] int64``."""
-        return ", ".join(f"{name} {layout}" for name, layout in self.made.items())
+        """The named stand-ins it was given, e.g. ``output_tensor [2, 4, 8] float32, labels [2, 4] int64``: the
+        first eight, then how many more."""
+        shown = [f"{name} {layout}" for name, layout in list(self.made.items())[:8]]
+        more = len(self.made) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more else "")
 
 
 class _Namespace(dict):

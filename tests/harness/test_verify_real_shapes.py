@@ -93,3 +93,35 @@ def test_the_exit_status_is_documented_in_help(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit) as exit_:
         main(["verify", "--num-microbatches", "0", str(CASES / "gathered_ids.py")])
     assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("config = TransformerConfig(calculate_per_token_loss=True)\n", 1),  # a keyword
+        ("cfg.model.calculate_per_token_loss = True\n", 1),  # an attribute
+        ('if "calculate_per_token_loss" not in kw:\n    kw["calculate_per_token_loss"] = True\n', 2),  # a default
+        ("def check(self):\n    assert self.calculate_per_token_loss, 'required'\n", 2),  # a requirement
+        ('defaults = {"calculate_per_token_loss": True}\n', 1),  # a dict entry
+        ("if cp_size > 1:\n    cfg.calculate_per_token_loss = True\n", None),  # decided by something else
+        ("cfg.calculate_per_token_loss = False\n", None),
+        ("def f(calculate_per_token_loss: bool = True):\n    pass\n", None),  # a parameter's default
+    ],
+)
+def test_what_turns_per_token_loss_on(tmp_path: Path, setting: str, expected: int | None) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "config.py").write_text(setting)
+    (tmp_path / "pkg" / "loss.py").write_text("")
+    where = per_token_setting(str(tmp_path / "pkg" / "loss.py"))
+    assert where == (None if expected is None else f"pkg/config.py:{expected}")
+
+
+def test_a_scripts_setting_is_its_own(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pretrain_vlm.py").write_text(
+        "config.calculate_per_token_loss = True\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    (tmp_path / "pretrain_gpt.py").write_text("")
+    assert per_token_setting(str(tmp_path / "pretrain_vlm.py")) == "pretrain_vlm.py:1"
+    assert per_token_setting(str(tmp_path / "pretrain_gpt.py")) is None
