@@ -89,6 +89,7 @@ class Execution:
     captures: CaptureWatch  # the tensors they produced, as made, under str(key)
     roles: dict[str, str] = dataclasses.field(default_factory=dict)  # the layouts chosen for named stand-ins
     made: dict[str, str] = dataclasses.field(default_factory=dict)  # each named stand-in's layout, as made
+    argument: Any = None  # what it got where Megatron passes the model's output (Probe.megatron_argument)
 
     def inputs(self) -> str:
         """The named stand-ins it was given, e.g. ``output_tensor [2, 4, 8] float32, labels [2, 4] int64``: the
@@ -149,9 +150,21 @@ class Probe:
             args[0] = self.receiver(self.run)
         return args, {name: stand_in(kind, name, self.run) for name, kind in self.keyword}
 
-    def execute(self, forced: tuple[bool, ...] = (), roles: Mapping[str, str] | None = None) -> Execution:
+    def megatron_argument(self) -> int | None:
+        """Where Megatron passes the model's output: the last positional parameter, if a tensor (a
+        ``partial(loss_func, mask)`` is called with it last); None if there is none."""
+        index = len(self.positional) - 1
+        if index < (1 if self.receiver is not None else 0) or self.positional[index][1] != "tensor":
+            return None
+        return index
+
+    def execute(
+        self, forced: tuple[bool, ...] = (), roles: Mapping[str, str] | None = None, model_output: Any = None
+    ) -> Execution:
         """Call the function once with fresh stand-ins, answering its undecidable branches with ``forced`` first;
-        ``roles``: the layout of named stand-ins (standins.ROLES), if not their own."""
+        ``roles``: the layout of named stand-ins (standins.ROLES), if not their own; ``model_output``: what
+        Megatron passes it, in place of that argument's stand-in (made all the same, so the others keep their
+        values)."""
         self.run.roles = dict(roles or {})
         self.run.start(forced)
         self.namespace.forget_stand_ins()
@@ -164,9 +177,14 @@ class Probe:
             return value
 
         self.namespace[MARK] = mark
-        outputs, error = None, None
+        outputs, error, argument = None, None, None
+        where = self.megatron_argument()
         try:
             args, kwargs = self._arguments()
+            if where is not None:
+                if model_output is not None:
+                    args[where] = model_output
+                argument = args[where]
             with (
                 quiet(),
                 single_rank(),
@@ -180,7 +198,15 @@ class Probe:
             error = exc
         run = self.run
         return Execution(
-            outputs, error, tuple(run.taken), list(run.bases), marks, captures, dict(run.roles), dict(run.made)
+            outputs,
+            error,
+            tuple(run.taken),
+            list(run.bases),
+            marks,
+            captures,
+            dict(run.roles),
+            dict(run.made),
+            argument,
         )
 
 

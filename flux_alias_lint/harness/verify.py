@@ -44,7 +44,7 @@ from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, ProbeTi
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
 from .rescale import megatron_rescale
-from .schedule import run_schedule
+from .schedule import run_schedule, shaped_model
 from .standins import ROLES, TooManyDecisions
 
 torch = require_torch()
@@ -347,13 +347,17 @@ def _schedule_moves(probe: Probe, replayed: Execution, num_microbatches: int, fo
     """What moved when Megatron's real schedule called the probe as its loss function: report path → factor,
     and each marked entry's key (``"0"``) → how its captured value moved since it was made.
 
-    The forward step is the stand-in model on a stand-in batch; its loss function replays the probe's
-    path. Each microbatch's report is compared with its values as the loss function returned it.
+    The forward step runs a stub model whose output has the shape and values of what the probe got where
+    Megatron passes the model's output (else the stand-in model on a stand-in batch); its loss function
+    replays the probe's path on that output. Each microbatch's report is compared with its values as the
+    loss function returned it.
     """
     returned: list[tuple[Execution, Snapshot]] = []
+    shaped = torch.is_tensor(replayed.argument) and replayed.argument.is_floating_point()
+    model = shaped_model(replayed.argument.detach().clone()) if shaped else None
 
     def loss_func(output_tensor: Any) -> Any:
-        execution = probe.execute(replayed.taken, replayed.roles)
+        execution = probe.execute(replayed.taken, replayed.roles, output_tensor if shaped else None)
         if execution.error is not None:
             raise execution.error
         returned.append((execution, snapshot(execution.outputs[-1])))
@@ -362,7 +366,7 @@ def _schedule_moves(probe: Probe, replayed: Execution, num_microbatches: int, fo
     def forward_step(data_iterator: Iterator[Any], model: Any) -> tuple[Any, Any]:
         return model(next(data_iterator)), loss_func
 
-    run_schedule(forward_step, num_microbatches=num_microbatches, forward_only=forward_only)
+    run_schedule(forward_step, model, num_microbatches=num_microbatches, forward_only=forward_only)
     moved: dict[str, str] = {}
     for execution, before in returned:
         moved.update({**execution.captures.moved(), **changed_since(before)})

@@ -18,6 +18,7 @@ pytest.importorskip("megatron.core")
 from flux_alias_lint.cli import main  # noqa: E402
 from flux_alias_lint.harness import verify  # noqa: E402
 from flux_alias_lint.harness.per_token import per_token_setting  # noqa: E402
+from flux_alias_lint.harness.schedule import shaped_model  # noqa: E402
 
 CASES = Path(__file__).parent / "verify_cases"
 PROJECT = CASES / "per_token_project"
@@ -125,3 +126,21 @@ def test_a_scripts_setting_is_its_own(tmp_path: Path) -> None:
     (tmp_path / "pretrain_gpt.py").write_text("")
     assert per_token_setting(str(tmp_path / "pretrain_vlm.py")) == "pretrain_vlm.py:1"
     assert per_token_setting(str(tmp_path / "pretrain_gpt.py")) is None
+
+
+def test_the_schedule_runs_a_stub_model_whose_output_the_loss_function_consumes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[tuple[int, ...]] = []
+
+    def recording(output: object) -> object:
+        made.append(tuple(output.shape))  # type: ignore[attr-defined]
+        return shaped_model(output)
+
+    monkeypatch.setattr(verify, "shaped_model", recording)
+    status, [found] = _verdicts(capsys, str(CASES / "handed_over.py"))
+    assert status == 0 and found["confirmed_by"] == "forward_backward_no_pipelining", found["detail"]
+    assert 'through forward_backward_no_pipelining (training): report["lm loss"] ×0.50, held after' in str(
+        found["detail"]
+    )
+    assert made == [(2, 4, 8), (2, 4, 8)]  # before and after the fix: the logits the function indexes
