@@ -178,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="confirm each finding by running it through Megatron's rescale, before and after its fix "
         "(needs the harness extra: torch and megatron-core)",
         allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit status, as a test runner's:\n"
+        "  0  every finding was run and confirmed (or there were none)\n"
+        "  1  a finding is unconfirmed or could not be run (its line says why, or what input it needed)\n"
+        "  2  a usage error: a bad option, a path that cannot be read, the harness not installed",
     )
     verify.set_defaults(command_parser=verify)
     verify.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .); - for stdin")
@@ -188,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--num-microbatches", type=_positive, default=2, metavar="N")
     verify.add_argument("--cp-group-size", type=_positive, default=1, metavar="N")
+    verify.add_argument(
+        "--calculate-per-token-loss",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="model Megatron's calculate_per_token_loss on (a 3-tuple is then not rescaled) or off; "
+        "default: as the project sets it with a literal (calculate_per_token_loss=True, an assertion), else off",
+    )
     verify.add_argument("--output-format", "--format", choices=("text", "json"), default="text", dest="output_format")
     _add_file_options(verify)
 
@@ -527,7 +539,9 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         from .harness.verify import Settings, print_verdicts, verify_file
 
-        scenario = Settings(args.profile, args.num_microbatches, args.cp_group_size)
+        per_token = args.calculate_per_token_loss
+        flag = {True: "--calculate-per-token-loss", False: "--no-calculate-per-token-loss", None: ""}[per_token]
+        scenario = Settings(args.profile, args.num_microbatches, args.cp_group_size, per_token, flag)
         scenario.validate()
     except ImportError as exc:  # HarnessUnavailableError names what to install
         print(f"flux-alias-lint: error: {exc}", file=sys.stderr)

@@ -45,12 +45,13 @@ from .standins import (
     StubType,
     instance_of,
     single_rank,
+    stubs_as_numbers,
     undecidable_bools,
 )
 
 torch = require_torch()
 
-Kind = Literal["tensor", "mapping", "object", "key", "flag"]
+Kind = Literal["tensor", "mapping", "object", "key", "flag", "optional"]
 
 # Stand-in tensors are float32 with distinct positive values, in the first of these shapes the
 # function runs with: [4] for a reduced loss, [2, 4] for code that reduces over `dim=1`, then a
@@ -65,6 +66,7 @@ _MAPPING_METHODS = frozenset({"get", "keys", "items", "values", "pop", "setdefau
 _MAPPING_TYPES = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "DictConfig"})
 _TENSOR_TYPES = frozenset({"Tensor", "torch.Tensor", "FloatTensor", "torch.FloatTensor"})
 MARK = "__flux_mark__"
+PROBE_FILENAME = "<flux-alias-lint probe>"  # the probe's code, as tracebacks name it
 
 
 class ProbeError(Exception):
@@ -85,6 +87,16 @@ class Execution:
     bases: list[Any]  # the leaf tensors behind every stand-in tensor, in creation order
     marks: dict[int, list[Any]]  # flagged entry key → the values it produced
     captures: CaptureWatch  # the tensors they produced, as made, under str(key)
+    roles: dict[str, str] = dataclasses.field(default_factory=dict)  # the layouts chosen for named stand-ins
+    made: dict[str, str] = dataclasses.field(default_factory=dict)  # each named stand-in's layout, as made
+    argument: Any = None  # what it got where Megatron passes the model's output (Probe.megatron_argument)
+
+    def inputs(self) -> str:
+        """The named stand-ins it was given, e.g. ``output_tensor [2, 4, 8] float32, labels [2, 4] int64``: the
+        first eight, then how many more."""
+        shown = [f"{name} {layout}" for name, layout in list(self.made.items())[:8]]
+        more = len(self.made) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more else "")
 
 
 class _Namespace(dict):
@@ -117,6 +129,8 @@ def stand_in(kind: Kind, name: str, run: Run) -> Any:
         return Stub(name, run)
     if kind == "key":
         return name
+    if kind == "optional":  # compared with None: both tried, a tensor first
+        return run.tensor(name) if run.choose() else None
     return run.tensor(name)
 
 
@@ -128,6 +142,7 @@ class Probe:
     positional: list[tuple[str, Kind]]
     keyword: list[tuple[str, Kind]]
     receiver: Callable[[Run], Any] | None = None  # makes `self` (or `cls`); None: it is a stub
+    layouts: dict[str, str] = dataclasses.field(default_factory=dict)  # what use asks of named stand-ins
 
     def _arguments(self) -> tuple[list[Any], dict[str, Any]]:
         args = [stand_in(kind, name, self.run) for name, kind in self.positional]
@@ -135,8 +150,22 @@ class Probe:
             args[0] = self.receiver(self.run)
         return args, {name: stand_in(kind, name, self.run) for name, kind in self.keyword}
 
-    def execute(self, forced: tuple[bool, ...] = ()) -> Execution:
-        """Call the function once with fresh stand-ins, answering its undecidable branches with ``forced`` first."""
+    def megatron_argument(self) -> int | None:
+        """Where Megatron passes the model's output: the last positional parameter, if a tensor (a
+        ``partial(loss_func, mask)`` is called with it last); None if there is none."""
+        index = len(self.positional) - 1
+        if index < (1 if self.receiver is not None else 0) or self.positional[index][1] != "tensor":
+            return None
+        return index
+
+    def execute(
+        self, forced: tuple[bool, ...] = (), roles: Mapping[str, str] | None = None, model_output: Any = None
+    ) -> Execution:
+        """Call the function once with fresh stand-ins, answering its undecidable branches with ``forced`` first;
+        ``roles``: the layout of named stand-ins (standins.ROLES), if not their own; ``model_output``: what
+        Megatron passes it, in place of that argument's stand-in (made all the same, so the others keep their
+        values)."""
+        self.run.roles = dict(roles or {})
         self.run.start(forced)
         self.namespace.forget_stand_ins()
         marks: dict[int, list[Any]] = {}
@@ -148,14 +177,37 @@ class Probe:
             return value
 
         self.namespace[MARK] = mark
-        outputs, error = None, None
+        outputs, error, argument = None, None, None
+        where = self.megatron_argument()
         try:
             args, kwargs = self._arguments()
-            with quiet(), single_rank(), undecidable_bools(self.run), cuda_is_the_cpu(), _time_limit():
+            if where is not None:
+                if model_output is not None:
+                    args[where] = model_output
+                argument = args[where]
+            with (
+                quiet(),
+                single_rank(),
+                undecidable_bools(self.run),
+                cuda_is_the_cpu(),
+                stubs_as_numbers(),
+                _time_limit(),
+            ):
                 outputs = self.func(*args, **kwargs)
         except (Exception, SystemExit) as exc:  # the code raised with these stand-ins: the caller may try another path
             error = exc
-        return Execution(outputs, error, tuple(self.run.taken), list(self.run.bases), marks, captures)
+        run = self.run
+        return Execution(
+            outputs,
+            error,
+            tuple(run.taken),
+            list(run.bases),
+            marks,
+            captures,
+            dict(run.roles),
+            dict(run.made),
+            argument,
+        )
 
 
 def _time_limit() -> contextlib.AbstractContextManager[None]:
@@ -178,6 +230,7 @@ def usage_kinds(function: cst.CSTNode) -> dict[str, Kind]:
     indexed: list[tuple[str, str]] = []  # (mapping, name used as its key)
     renamed: list[tuple[str, str]] = []  # (new name, old name) for `new = old`
     iterated: list[tuple[str, str]] = []  # (element, container) for `for element in container`
+    optional: set[str] = set()  # compared with None
 
     class Visitor(cst.CSTVisitor):
         def visit_For(self, node: cst.For) -> None:
@@ -210,6 +263,19 @@ def usage_kinds(function: cst.CSTNode) -> dict[str, Kind]:
                 keys.add(node.key.value)
 
         def visit_Comparison(self, node: cst.Comparison) -> None:
+            name = _root(node.left)
+            left = node.left
+            for target in node.comparisons:
+                # `loss_name == "cross_entropy"`: a setting; as a stub, both answers are tried.
+                if isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+                    for one, other in ((left, target.comparator), (target.comparator, left)):
+                        if _root(one) and _string_like(other):
+                            objects.add(one.value)
+                left = target.comparator
+            for target in node.comparisons:
+                is_none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+                if name and is_none and isinstance(target.operator, (cst.Is, cst.IsNot)):
+                    optional.add(name)
             for target in node.comparisons:
                 name = _root(target.comparator)
                 if name and isinstance(target.operator, (cst.In, cst.NotIn)):
@@ -228,7 +294,8 @@ def usage_kinds(function: cst.CSTNode) -> dict[str, Kind]:
 
     function.visit(Visitor())
     keys.update(key for name, key in indexed if name in mappings)
-    kinds: dict[str, Kind] = {name: "object" for name in objects}
+    kinds: dict[str, Kind] = {name: "optional" for name in optional}
+    kinds.update({name: "object" for name in objects})
     kinds.update({name: "mapping" for name in mappings})
     kinds.update({name: "key" for name in keys})
     for new, old in reversed(renamed):  # `outputs = forward_out`: forward_out is used as outputs is
@@ -238,6 +305,61 @@ def usage_kinds(function: cst.CSTNode) -> dict[str, Kind]:
         if kinds.get(element) in ("object", "mapping") and container not in kinds:
             kinds[container] = "object"
     return kinds
+
+
+# Keyword arguments that take token ids: a gather's `index`, a loss's `target` or `labels`.
+_ID_KEYWORDS = frozenset({"index", "target", "targets", "labels", "label"})
+
+
+def usage_layouts(function: cst.CSTNode) -> dict[str, str]:
+    """The layout (standins.ROLES) a name's use in ``function`` asks for, where it says: three indices
+    (``logits[:, a:b, :]``) for logits, a slice's bound for a whole number, a ``target=`` for token ids."""
+    layouts: dict[str, str] = {}
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            name = _root(node.value)
+            if name and len(node.slice) == 3:
+                layouts.setdefault(name, "logits")
+            for element in node.slice:
+                if isinstance(element.slice, cst.Slice):
+                    for bound in (element.slice.lower, element.slice.upper):
+                        for inner in _names_in(bound):
+                            layouts.setdefault(inner, "count")
+
+        def visit_Arg(self, node: cst.Arg) -> None:
+            name = _root(node.value)
+            if name and node.keyword is not None and node.keyword.value in _ID_KEYWORDS:
+                layouts.setdefault(name, "ids")
+
+    function.visit(Visitor())
+    return layouts
+
+
+def _names_in(node: cst.CSTNode | None) -> list[str]:
+    found: list[str] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.append(name.value)
+
+    if node is not None:
+        node.visit(Collector())
+    return found
+
+
+def _literals(function: cst.CSTNode) -> tuple[str, ...]:
+    """The function's string constants that could be keys (``"pg_loss"``), in order."""
+    found: dict[str, None] = {}
+
+    class Visitor(cst.CSTVisitor):
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            value = node.evaluated_value
+            if isinstance(value, str) and value.isidentifier():
+                found[value] = None
+
+    function.visit(Visitor())
+    return tuple(found)
 
 
 def _annotation_kind(annotation: cst.Annotation | None) -> Kind | None:
@@ -328,7 +450,7 @@ def build_probe(
     instance of its own class; else both are stubs. ProbeError if the function cannot be defined.
     """
     used = {**usage_kinds(function), **(kinds or {})}
-    run = Run(shape)
+    run = Run(shape, _literals(function))
     namespace = _Namespace(used, run)
     namespace["__name__"] = "__flux_probe__"
     run_module_top(module, namespace, run, path, Project(run) if faithful else None)
@@ -340,7 +462,7 @@ def build_probe(
         code = module.code_for_node(marked.with_changes(decorators=[], leading_lines=[]))
         name = marked.name.value
     try:
-        exec(compile(code, "<flux-alias-lint probe>", "exec"), namespace)
+        exec(compile(code, PROBE_FILENAME, "exec"), namespace)
     except Exception as exc:
         raise ProbeError(f"the function does not run on its own ({type(exc).__name__}: {exc})") from None
     func = dict.__getitem__(namespace, name)
@@ -365,4 +487,5 @@ def build_probe(
             receiver = (
                 (lambda run: cls) if "classmethod" in _decorators(function) else (lambda run: instance_of(cls, run))
             )
-    return Probe(func, run, namespace, signature, [(p.name.value, kind_of(p)) for p in keyword], receiver)
+    keywords = [(p.name.value, kind_of(p)) for p in keyword]
+    return Probe(func, run, namespace, signature, keywords, receiver, usage_layouts(function))

@@ -84,6 +84,39 @@ def _stand_in_model_class() -> type:
     return StandInModel
 
 
+@functools.cache
+def _shaped_model_class() -> type:
+    module = _megatron(".transformer.module")
+    config = _megatron(".transformer.transformer_config")
+
+    class ShapedModel(module.MegatronModule):
+        """A model whose output is a given tensor times one parameter: the shape and values a loss function
+        consumes, with a gradient for Megatron's backward step to reach."""
+
+        def __init__(self, output: Any) -> None:
+            super().__init__(
+                config.TransformerConfig(
+                    num_layers=1, hidden_size=4, num_attention_heads=1, use_cpu_initialization=True
+                )
+            )
+            self.scale = torch.nn.Parameter(torch.ones(()))
+            self.output = output
+
+        def set_input_tensor(self, input_tensor: Any) -> None:
+            pass  # a single pipeline stage takes its input from the batch
+
+        def forward(self, batch: Any) -> Any:
+            return self.scale * self.output
+
+    return ShapedModel
+
+
+def shaped_model(output: Any) -> Any:
+    """A stub ``MegatronModule`` whose ``model(batch)`` is ``output`` (a float tensor), through a parameter."""
+    with quiet():
+        return _shaped_model_class()(output)
+
+
 def stand_in_model() -> Any:
     """A tiny ``MegatronModule`` (``TransformerConfig(use_cpu_initialization=True)``): ``model(batch)`` for a [n, 4] batch."""
     with quiet():  # TransformerConfig warns about settings the stand-in does not use

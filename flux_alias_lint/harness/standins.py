@@ -23,6 +23,8 @@ Every undecidable branch asks ``Run.choose``, so replaying a run's answers repla
 from __future__ import annotations
 
 import contextlib
+import dis
+import functools
 import math
 import operator
 import re
@@ -53,8 +55,10 @@ class Run:
     begins the next execution, and they forget what they handed out in the previous one.
     """
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
+    def __init__(self, shape: tuple[int, ...], literals: tuple[str, ...] = ()) -> None:
         self.shape = shape
+        self.roles: dict[str, str] = {}  # a stand-in's name → its layout (ROLES), where one was chosen for it
+        self.literals = literals  # the function's string constants: the keys an iterated mapping holds
         self.generation = 0
         self.start(())
 
@@ -62,6 +66,8 @@ class Run:
         self.forced = forced
         self.taken: list[bool] = []
         self.bases: list[Any] = []  # leaf tensors behind every stand-in tensor, to compare gradients
+        self.names: list[str] = []  # the named stand-in tensors made, in order: what a layout search may change
+        self.made: dict[str, str] = {}  # name → the layout it was made in, as a verdict shows it
         self.generation += 1
 
     def choose(self, default: bool = True) -> bool:
@@ -81,8 +87,22 @@ class Run:
         token ids is what indexes them (integers below the vocabulary size, one per token), one named like
         a mask has one value per token and one named like a reward one per sample.
         """
+        tensor = self._make(name)
+        if name and name not in self.names:
+            self.names.append(name)
+            self.made[name] = (
+                "None" if tensor is None else f"{list(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
+            )
+        return tensor
+
+    def _make(self, name: str) -> Any:
+        role = self.roles.get(name)
+        if role is not None:
+            return self._in_layout(role)
         shape = self.shape
         if len(shape) == 3:
+            if _COUNT.search(name):
+                return self._in_layout("count")
             if _TOKEN_IDS.search(name):
                 return torch.arange(math.prod(shape[:2])).reshape(shape[:2]) % shape[2]
             if _PER_TOKEN.search(name):
@@ -95,7 +115,34 @@ class Run:
         self.bases.append(base)
         return base * 1.0
 
+    def _in_layout(self, role: str) -> Any:
+        """A stand-in in one of the ROLES layouts, as a layout search chose it."""
+        if role == "ids":
+            return torch.arange(BATCH * SEQUENCE).reshape(BATCH, SEQUENCE) % VOCABULARY
+        if role == "count":
+            return torch.tensor(BATCH)
+        shape = ROLES[role]
+        size = max(math.prod(shape), 1)
+        values = (torch.arange(1, size + 1, dtype=torch.float32) + len(self.bases)) / size
+        base = values.reshape(shape).requires_grad_()
+        self.bases.append(base)
+        return base * 1.0
 
+
+# The layouts a search may give a named stand-in, language-model sized: a scalar, one value per sample, one per
+# token (a mask, log-probs), integer token ids below the vocabulary (a gather's index, a cross entropy's target),
+# logits, and a whole number (a slice's bound, a count of tokens).
+BATCH, SEQUENCE, VOCABULARY = 2, 4, 8
+ROLES: dict[str, tuple[int, ...]] = {
+    "scalar": (),
+    "sample": (BATCH,),
+    "token": (BATCH, SEQUENCE),
+    "ids": (BATCH, SEQUENCE),
+    "logits": (BATCH, SEQUENCE, VOCABULARY),
+    "count": (),
+}
+
+_COUNT = re.compile(r"^(num|n)_|_(size|count)$")
 _TOKEN_IDS = re.compile(r"(^|_)(ids?|tokens?|labels?|index)$")
 _PER_TOKEN = re.compile(r"mask")
 _PER_SAMPLE = re.compile(r"reward|advantage|score")
@@ -175,7 +222,13 @@ class Stub:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         tensor = _first_tensor(args, kwargs)
-        return tensor * 1.0 if tensor is not None else self.child("()")
+        if tensor is None:
+            return self.child("()")
+        # `loss, log = helper(logits)`: the tensor first, then stubs, as many as the caller unpacks.
+        count = unpacked_after_call(sys._getframe(1))
+        if count:
+            return (tensor * 1.0, *(self.child(f"()[{i}]") for i in range(1, count)))
+        return tensor * 1.0
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
@@ -188,7 +241,8 @@ class Stub:
         return self._run.choose()
 
     def __iter__(self) -> Iterator[Stub]:
-        return iter([self[i] for i in range(STUB_LENGTH)])
+        count = unpacked_here(sys._getframe(1)) or STUB_LENGTH
+        return iter([self[i] for i in range(count)])
 
     def __len__(self) -> int:
         return STUB_LENGTH
@@ -236,6 +290,25 @@ class Stub:
         return Stub(f"-{self._name}", self._run)
 
 
+@functools.cache
+def _instructions(code: types.CodeType) -> list[dis.Instruction]:
+    return [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "PRECALL", "EXTENDED_ARG")]
+
+
+def unpacked_here(frame: types.FrameType) -> int | None:
+    """How many values the instruction ``frame`` is at unpacks (``a, b = x``), if it unpacks."""
+    code, offset = frame.f_code, frame.f_lasti
+    found = next((i for i in _instructions(code) if i.offset == offset), None)
+    return found.arg if found is not None and found.opname == "UNPACK_SEQUENCE" else None
+
+
+def unpacked_after_call(frame: types.FrameType) -> int | None:
+    """How many values the caller unpacks the result of the call ``frame`` is at into, if it does."""
+    code, offset = frame.f_code, frame.f_lasti
+    following = next((i for i in _instructions(code) if i.offset > offset), None)
+    return following.arg if following is not None and following.opname == "UNPACK_SEQUENCE" else None
+
+
 # Special names Python and libraries probe for (copy, pickle, numpy, typing, descriptors): a stub must not
 # claim to implement them. Other dunders (`sample.__key__`) are ordinary fields of unknown objects.
 _PROTOCOLS = frozenset(
@@ -279,13 +352,13 @@ def _protocol(attr: str) -> bool:
     return attr.startswith("__") and attr.endswith("__") and attr in _PROTOCOLS
 
 
-# Tensor methods and properties a stub answers with a tensor of its own. Not `data` or `grad`:
-# on an unknown object those are more often its own fields.
+# Tensor methods and properties a stub answers with a tensor of its own. Not `data`, `grad`, `size` or `values`:
+# on an unknown object those are more often its own fields (`parallel_state.cp.size > 1`).
 _TENSOR_API = frozenset(
     name
     for name in dir(torch.Tensor)
     if not name.startswith("_") and (callable(getattr(torch.Tensor, name, None)) or name in {"shape", "dtype", "ndim"})
-) - {"data", "grad", "apply_", "map_", "register_hook"}
+) - {"data", "grad", "size", "values", "apply_", "map_", "register_hook"}
 
 
 def instance_of(cls: type, run: Run) -> Any:
@@ -368,6 +441,30 @@ class StandInMapping(dict):
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self[key] if key in self else default  # noqa: SIM401 -- `in` is the undecidable question
+
+    def _filled(self) -> StandInMapping:
+        """Iterated while empty, it holds a tensor under each string the function names: `for key, loss in
+        losses.items(): if key in ("pg_loss",)` finds its key, and the loss is a tensor, not the sum's 0."""
+        if not dict.__len__(self):
+            for key in self._run.literals:
+                if key not in self._absent:
+                    self[key]  # noqa: B018 -- __missing__ makes it
+        return self
+
+    def __iter__(self) -> Iterator[Any]:
+        return dict.__iter__(self._filled())
+
+    def __len__(self) -> int:
+        return dict.__len__(self._filled())
+
+    def keys(self) -> Any:
+        return dict.keys(self._filled())
+
+    def items(self) -> Any:
+        return dict.items(self._filled())
+
+    def values(self) -> Any:
+        return dict.values(self._filled())
 
 
 # ---- single rank -----------------------------------------------------------------------------
@@ -455,6 +552,29 @@ def single_rank() -> Iterator[None]:
                 answer = single_rank_answer(name)
                 if answer is not None and callable(getattr(module, name)):
                     stack.enter_context(mock.patch.object(module, name, answer))
+        yield
+
+
+def _numbers(data: Any) -> Any:
+    """``data`` for ``torch.tensor``, each stub in it a number: a stub is a sequence of stubs without end."""
+    if isinstance(data, Stub):
+        return float(data)
+    if isinstance(data, (list, tuple)):
+        return type(data)(_numbers(item) for item in data)
+    return data
+
+
+class _StubsAsNumbers(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        if func in (torch.tensor, torch.as_tensor) and args:
+            args = (_numbers(args[0]), *args[1:])
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def stubs_as_numbers() -> Iterator[None]:
+    """``torch.tensor([count] + list(log.values()))`` with stubs in the list: each is the number 1.0."""
+    with _StubsAsNumbers():
         yield
 
 

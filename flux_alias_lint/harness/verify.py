@@ -39,16 +39,20 @@ from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_dep
 from ._deps import require_torch
 from .assertions import Snapshot, changed_since, snapshot
 from .megatron import installed_megatron_version
-from .probe import SHAPES, Execution, Probe, ProbeError, build_probe, functions
+from .per_token import per_token_setting
+from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, ProbeTimeout, build_probe, functions
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
 from .rescale import megatron_rescale
-from .schedule import run_schedule
+from .schedule import run_schedule, shaped_model
+from .standins import ROLES, TooManyDecisions
 
 torch = require_torch()
 
 # Executions tried per stand-in shape, and the time one function may take in all.
 MAX_EXECUTIONS = 32
+# Executions a search for the layouts of the named stand-ins may take, per stand-in shape.
+MAX_LAYOUTS = 48
 SECONDS_PER_FUNCTION = 30.0
 
 
@@ -57,6 +61,28 @@ class Settings:
     profile: str = "installed"
     num_microbatches: int = 2
     cp_group_size: int = 1
+    # Megatron's `calculate_per_token_loss` (a 3-tuple is not rescaled when on); None: as each file's
+    # project sets it with a literal (per_token.py), else off, megatron-core's default.
+    calculate_per_token_loss: bool | None = None
+    per_token_source: str = ""  # what set it: the option given, or where the file's project sets it
+
+    def for_file(self, path: str) -> Settings:
+        """These settings with `calculate_per_token_loss` resolved for the file ``path``."""
+        if self.calculate_per_token_loss is not None:
+            return self
+        where = per_token_setting(path)
+        return dataclasses.replace(
+            self, calculate_per_token_loss=where is not None, per_token_source=f"set at {where}" if where else ""
+        )
+
+    def per_token(self) -> str:
+        """The per-token setting modelled and where it comes from."""
+        if self.calculate_per_token_loss is None:
+            return "calculate_per_token_loss as the project sets it, else off"
+        state = "on" if self.calculate_per_token_loss else "off"
+        if self.per_token_source:
+            return f"calculate_per_token_loss {state} ({self.per_token_source})"
+        return "calculate_per_token_loss off (megatron-core's default; nothing in the project turns it on)"
 
     def validate(self) -> None:
         """ValueError naming the bad option; checked once, before any file is read."""
@@ -76,7 +102,7 @@ class Settings:
         else:
             profile = resolve_profile(self.profile)
             model = f"profile {profile.name} ({profile.description})"
-        return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}"
+        return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}, {self.per_token()}"
 
 
 # How a CONFIRMED finding was confirmed: its probe's outputs handed to the installed release's
@@ -94,6 +120,7 @@ class Verdict:
     confirmed: bool
     detail: str
     confirmed_by: str = ""  # BY_RESCALE or BY_SCHEDULE when confirmed
+    modelled: str = ""  # Settings.describe() of the settings its file was run with
 
     def line(self) -> str:
         status = "CONFIRMED" if self.confirmed else "UNCONFIRMED"
@@ -106,6 +133,7 @@ class Verdict:
             "confirmed": self.confirmed,
             "detail": self.detail,
             "confirmed_by": self.confirmed_by or None,
+            "modelled": self.modelled,
         }
 
 
@@ -126,6 +154,7 @@ def _rescale(execution: Execution, settings: Settings) -> _Rescaled:
         outputs,
         num_microbatches=settings.num_microbatches,
         cp_group_size=settings.cp_group_size,
+        calculate_per_token_loss=bool(settings.calculate_per_token_loss),
         profile=settings.profile,
     )
     moved = changed_since(before)
@@ -159,7 +188,8 @@ def _shape_problem(execution: Execution) -> tuple[tuple[int, int], str] | None:
     """
     if execution.error is not None:
         error = execution.error
-        return (0, len(execution.taken)), f"no probe could run it ({type(error).__name__}: {error})"
+        inputs = f"; furthest with {execution.inputs()}" if execution.made else ""
+        return (0, len(execution.taken)), f"no probe could run it ({type(error).__name__}: {error}){inputs}"
     outputs = execution.outputs
     if not (isinstance(outputs, (tuple, list)) and len(outputs) in (2, 3)):
         return (1, 0), f"with stand-in inputs it returned {_describe(outputs)}, not (loss, ..., report)"
@@ -204,16 +234,73 @@ def _matches(pattern: str, path: str) -> bool:
 
 
 def _explore(probe: Probe, deadline: float) -> Iterator[Execution]:
-    """Executions of ``probe``, first with every undecidable branch taken, then flipping one answer at a time."""
+    """Executions of ``probe``, first with every undecidable branch taken, then flipping one answer at a time.
+
+    An execution that raises is first refitted (``_fit``): the layouts that got it furthest are kept for the
+    executions after it.
+    """
     pending: collections.deque[tuple[bool, ...]] = collections.deque([()])
+    roles = dict(probe.layouts)  # what use asks for first; a search changes them where the code raises
+    budget = [MAX_LAYOUTS]
     for _ in range(MAX_EXECUTIONS):
         if not pending or time.monotonic() > deadline:
             return
         forced = pending.popleft()
-        execution = probe.execute(forced)
+        execution = probe.execute(forced, roles)
+        if execution.error is not None:
+            execution = _fit(probe, execution, forced, budget)
+            roles = execution.roles
         yield execution
         taken = execution.taken
         pending.extend((*taken[:i], not taken[i]) for i in range(len(forced), len(taken)))
+
+
+# What inputs that do not fit raise (a shape, a dtype, an unpacking, an attribute of the wrong kind of value).
+_INPUT_ERRORS = (TypeError, IndexError, RuntimeError, ValueError, AttributeError, KeyError)
+_NOT_INPUT_ERRORS = (NotImplementedError, ProbeTimeout, TooManyDecisions, RecursionError)
+
+
+def _progress(execution: Execution) -> tuple[int, int, int, int]:
+    """How far an execution got: it returned; else the line of the function it raised at, the branches it
+    decided, and how deep in the code it called the error was."""
+    if execution.error is None:
+        return (1, 0, 0, 0)
+    line, depth = 0, 0
+    trace = execution.error.__traceback__
+    while trace is not None:
+        depth += 1
+        if trace.tb_frame.f_code.co_filename == PROBE_FILENAME:
+            line = trace.tb_lineno
+        trace = trace.tb_next
+    return (0, line, len(execution.taken), depth)
+
+
+def _fit(probe: Probe, execution: Execution, forced: tuple[bool, ...], budget: list[int]) -> Execution:
+    """The execution on the same path with the named stand-ins in the layouts (standins.ROLES) that get it
+    furthest: a bounded search, one stand-in at a time, the one made last (nearest the error) first.
+
+    ``budget``: the executions it may still take, shared by every search of one probe (a counter, not a timer).
+    """
+    if not isinstance(execution.error, _INPUT_ERRORS) or isinstance(execution.error, _NOT_INPUT_ERRORS):
+        return execution  # the code refused on purpose, or looped: another path, not another input, may run
+    best = execution
+    while best.error is not None and budget[0] > 0:
+        better = None
+        for name in reversed(list(best.made)):
+            for role in ROLES:
+                if budget[0] <= 0 or role == best.roles.get(name):
+                    continue
+                budget[0] -= 1
+                trial = probe.execute(forced, {**best.roles, name: role})
+                if _progress(trial) > _progress(best):
+                    better = trial
+                    break
+            if better is not None:
+                break
+        if better is None:
+            break
+        best = better
+    return best
 
 
 def _after_fix(fixed: Execution, before: _Rescaled, settings: Settings) -> _Rescaled | str:
@@ -226,8 +313,18 @@ def _after_fix(fixed: Execution, before: _Rescaled, settings: Settings) -> _Resc
     return _rescale(fixed, settings)
 
 
-def _judge(finding: Finding, paths: list[str], before: _Rescaled, after: _Rescaled | str) -> Verdict:
+def _judge(
+    finding: Finding, paths: list[str], before: _Rescaled, after: _Rescaled | str, settings: Settings, size: int
+) -> Verdict:
+    """``size``: how many values the function returned (a 3-tuple is not rescaled under per-token loss)."""
     moved = [(path, before.moved[path]) for path in paths if path in before.moved]
+    if not moved and size == 3 and settings.calculate_per_token_loss:
+        return Verdict(
+            finding,
+            False,
+            f"{paths[0]} held the flagged value and did not move: Megatron does not rescale a 3-tuple "
+            f"(loss, num_tokens, report) under {settings.per_token()}",
+        )
     if not moved:
         return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move under the rescale")
     path, factor = moved[0]
@@ -246,17 +343,21 @@ def _judge(finding: Finding, paths: list[str], before: _Rescaled, after: _Rescal
     return Verdict(finding, True, f"{path} {factor} before fix, held after; loss and grad unchanged", BY_RESCALE)
 
 
-def _schedule_moves(probe: Probe, taken: tuple[bool, ...], num_microbatches: int, forward_only: bool) -> dict[str, str]:
+def _schedule_moves(probe: Probe, replayed: Execution, num_microbatches: int, forward_only: bool) -> dict[str, str]:
     """What moved when Megatron's real schedule called the probe as its loss function: report path → factor,
     and each marked entry's key (``"0"``) → how its captured value moved since it was made.
 
-    The forward step is the stand-in model on a stand-in batch; its loss function replays the probe's
-    path. Each microbatch's report is compared with its values as the loss function returned it.
+    The forward step runs a stub model whose output has the shape and values of what the probe got where
+    Megatron passes the model's output (else the stand-in model on a stand-in batch); its loss function
+    replays the probe's path on that output. Each microbatch's report is compared with its values as the
+    loss function returned it.
     """
     returned: list[tuple[Execution, Snapshot]] = []
+    shaped = torch.is_tensor(replayed.argument) and replayed.argument.is_floating_point()
+    model = shaped_model(replayed.argument.detach().clone()) if shaped else None
 
     def loss_func(output_tensor: Any) -> Any:
-        execution = probe.execute(taken)
+        execution = probe.execute(replayed.taken, replayed.roles, output_tensor if shaped else None)
         if execution.error is not None:
             raise execution.error
         returned.append((execution, snapshot(execution.outputs[-1])))
@@ -265,7 +366,7 @@ def _schedule_moves(probe: Probe, taken: tuple[bool, ...], num_microbatches: int
     def forward_step(data_iterator: Iterator[Any], model: Any) -> tuple[Any, Any]:
         return model(next(data_iterator)), loss_func
 
-    run_schedule(forward_step, num_microbatches=num_microbatches, forward_only=forward_only)
+    run_schedule(forward_step, model, num_microbatches=num_microbatches, forward_only=forward_only)
     moved: dict[str, str] = {}
     for execution, before in returned:
         moved.update({**execution.captures.moved(), **changed_since(before)})
@@ -297,8 +398,8 @@ def _through_schedule(
         )
     forward_only = execution.outputs[0].numel() != 1
     try:
-        before = _schedule_moves(probe, execution.taken, settings.num_microbatches, forward_only)
-        after = _schedule_moves(fixed_probe, execution.taken, settings.num_microbatches, forward_only)
+        before = _schedule_moves(probe, execution, settings.num_microbatches, forward_only)
+        after = _schedule_moves(fixed_probe, execution, settings.num_microbatches, forward_only)
     except Exception as exc:  # the schedule refused the stand-ins; the modelled rescale's verdict stands
         return dataclasses.replace(
             verdict, detail=f"{verdict.detail} (not through {BY_SCHEDULE}: it raised {type(exc).__name__}: {exc})"
@@ -387,9 +488,9 @@ def _verify_reports(
                 for key in reached:
                     furthest[key].note((4, 0), f"the rescale raised {type(exc).__name__}: {exc}")
                 continue
-            after = _after_fix(fixed_probe.execute(execution.taken), before, settings)
+            after = _after_fix(fixed_probe.execute(execution.taken, execution.roles), before, settings)
             for key, paths in reached.items():
-                verdict = _judge(items[key].finding, paths, before, after)
+                verdict = _judge(items[key].finding, paths, before, after, settings, len(execution.outputs))
                 if verdict.confirmed and verdict.finding.context == MEGATRON:
                     verdict = _through_schedule(verdict, probe, fixed_probe, execution, paths, settings)
                 verdicts[key] = verdict
@@ -495,7 +596,9 @@ def _verify_captures(
                     furthest[key].note((2, 0), observed.unrescaled)
                     continue
                 if fixed is None:
-                    fixed = _observe_fixed(fixed_probe.execute(execution.taken), observed, settings, whole_return)
+                    fixed = _observe_fixed(
+                        fixed_probe.execute(execution.taken, execution.roles), observed, settings, whole_return
+                    )
                 verdict = _judge_capture(item, str(mark), _writer(module, item), moves, fixed)
                 if verdict.confirmed and item.raw.write is None:
                     verdict = dataclasses.replace(verdict, confirmed_by=BY_RESCALE)
@@ -571,7 +674,10 @@ def verify_file(
     that cannot be read, decoded or parsed is an unconfirmed FAL000, as `check` reports it."""
     try:
         source = decode(sys.stdin.buffer.read(), "-") if path == "-" else read_source(path)
-        return verify_source(source, selection, settings, reaches), None
+        scenario = settings.for_file(path)
+        modelled = scenario.describe()
+        verdicts = verify_source(source, selection, scenario, reaches)
+        return [dataclasses.replace(v, modelled=modelled) for v in verdicts], None
     except SourceError as exc:
         return [Verdict(f, False, f"not checked: {f.message}") for f in unchecked(exc, selection).findings], None
     except OSError as exc:
@@ -580,8 +686,7 @@ def verify_file(
 
 def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_format: str) -> None:
     if output_format == "json":
-        modelled = settings.describe()
-        print(json.dumps([{**v.to_dict(), "modelled": modelled} for v in verdicts], indent=2))
+        print(json.dumps([{**v.to_dict(), "modelled": v.modelled or settings.describe()} for v in verdicts], indent=2))
         return
     for verdict in verdicts:
         print(verdict.line())
@@ -591,3 +696,7 @@ def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_forma
         f"{len(verdicts)} finding(s): {confirmed} confirmed ({scheduled} also through {BY_SCHEDULE}), "
         f"{len(verdicts) - confirmed} unconfirmed (modelled: {settings.describe()})."
     )
+    if settings.calculate_per_token_loss is None:
+        turned_on = sorted({v.modelled for v in verdicts if "calculate_per_token_loss on" in v.modelled})
+        for modelled in turned_on:
+            print(f"  where a project turns it on: {modelled}")

@@ -142,7 +142,10 @@ def test_the_text_output_names_the_megatron_it_modelled(capsys: pytest.CaptureFi
     seed = str(FIXTURES / "FAL001" / "seed.py")
     assert main(["verify", seed]) == 0
     summary = capsys.readouterr().out.splitlines()[-1]
-    assert summary.endswith("(modelled: installed megatron-core 0.16.1, 2 microbatches, cp size 1).")
+    assert summary.endswith(
+        "(modelled: installed megatron-core 0.16.1, 2 microbatches, cp size 1, "
+        "calculate_per_token_loss as the project sets it, else off)."
+    )
     assert main(["verify", seed, "--profile", "0.12", "--num-microbatches", "4"]) == 0
     assert "(modelled: profile 0.12 (0.12: in place; `*= cp_size` on both paths), 4 microbatches" in (
         capsys.readouterr().out

@@ -277,7 +277,10 @@ def test_a_loop_that_only_a_stand_in_keeps_going_is_stopped(
             return loss, {"lm loss": loss.detach()}
         """,
     )
-    assert lines == ["FAL001 UNCONFIRMED no probe could run it (ProbeTimeout: still running after 0 s)"]
+    assert lines == [
+        "FAL001 UNCONFIRMED no probe could run it (ProbeTimeout: still running after 0 s); "
+        "furthest with output_tensor [4] float32"
+    ]
     assert status == 1
 
 
@@ -519,6 +522,10 @@ def test_3d_logits_and_integer_token_ids_are_tried_when_flat_tensors_fail(
         'through forward_backward_no_pipelining (training): report["pg_loss"] ×0.50, held after'
     ]
     assert status == 0
+    # Without the third shape the layout search finds logits and token ids on its own; without both, nothing runs.
     monkeypatch.setattr("flux_alias_lint.harness.verify.SHAPES", probe.SHAPES[:2])
+    status, lines = _verify(tmp_path, capsys, POLICY_GRADIENT)
+    assert status == 0 and lines[0].startswith('FAL001 CONFIRMED report["pg_loss"] ×0.50')
+    monkeypatch.setattr("flux_alias_lint.harness.verify.MAX_LAYOUTS", 0)
     status, lines = _verify(tmp_path, capsys, POLICY_GRADIENT)
     assert status == 1 and lines[0].startswith("FAL001 UNCONFIRMED no probe could run it (")

@@ -1,0 +1,146 @@
+"""`verify` on loss functions shaped like real ones it could not run before: inputs that fit, and the per-token setting.
+
+Each case in verify_cases/ is this project's own code, shaped like a loss function public trees hand to
+Megatron (a helper whose result is unpacked, a gather at sampled token ids, a dict of losses iterated, an
+argument that may be None, logits sliced by a count, a 3-tuple in a project that turns per-token loss on).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("megatron.core")
+
+from flux_alias_lint.cli import main  # noqa: E402
+from flux_alias_lint.harness import verify  # noqa: E402
+from flux_alias_lint.harness.per_token import per_token_setting  # noqa: E402
+from flux_alias_lint.harness.schedule import shaped_model  # noqa: E402
+
+CASES = Path(__file__).parent / "verify_cases"
+PROJECT = CASES / "per_token_project"
+
+
+def _verdicts(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[dict[str, object]]]:
+    status = main(["verify", *args, "--format", "json"])
+    return status, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("case", "factor"),
+    [
+        ("unpacked_helper.py", "×0.12"),  # a 3-tuple: divided by its 4 tokens and 2 microbatches
+        ("gathered_ids.py", "×0.50"),  # a gather's index must be integer token ids
+        ("iterated_losses.py", "×0.50"),  # `for key, loss in losses.items()`: the loss is a tensor, not 0
+        ("optional_count.py", "×0.50"),  # the flagged 2-tuple is returned only when `num_seqs is None`
+        ("sliced_logits.py", "×0.50"),  # `logits[:, -n - 1 : -1, :]`: 3-D logits, a whole number of actions
+    ],
+)
+def test_a_function_shaped_like_a_real_one_is_confirmed(
+    case: str, factor: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, [found] = _verdicts(capsys, str(CASES / case))
+    assert found["confirmed"], found["detail"]
+    assert status == 0
+    assert f"{factor} before fix, held after" in str(found["detail"])
+
+
+def test_the_layout_search_is_bounded_by_a_counter(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a layout search the gather at float token ids cannot run: its line says what it was given.
+    monkeypatch.setattr(verify, "MAX_LAYOUTS", 0)
+    status, [found] = _verdicts(capsys, str(CASES / "gathered_ids.py"))
+    assert status == 1 and not found["confirmed"]
+    detail = str(found["detail"])
+    assert detail.startswith("no probe could run it (RuntimeError: gather(): Expected dtype int")
+    assert "; furthest with " in detail and "sampled [" in detail
+
+
+def test_the_project_turns_per_token_loss_on_where_its_config_does() -> None:
+    assert per_token_setting(str(PROJECT / "train.py")) == "tests/harness/verify_cases/per_token_project/config.py:6"
+    assert per_token_setting(str(CASES / "gathered_ids.py")) is None  # a setting in a tests directory is its own
+
+
+def test_a_3_tuple_under_the_projects_per_token_loss_is_not_confirmed(capsys: pytest.CaptureFixture[str]) -> None:
+    status, [found] = _verdicts(capsys, str(PROJECT / "train.py"))
+    assert status == 1 and not found["confirmed"]
+    assert found["detail"] == (
+        'report["total"] held the flagged value and did not move: Megatron does not rescale a 3-tuple '
+        "(loss, num_tokens, report) under calculate_per_token_loss on "
+        "(set at tests/harness/verify_cases/per_token_project/config.py:6)"
+    )
+    assert "calculate_per_token_loss on (set at" in str(found["modelled"])
+    # Turned off by the option, Megatron divides by the tokens and the microbatches: a real alias.
+    status, [found] = _verdicts(capsys, str(PROJECT / "train.py"), "--no-calculate-per-token-loss")
+    assert status == 0 and found["confirmed"]
+    assert "calculate_per_token_loss off (--no-calculate-per-token-loss)" in str(found["modelled"])
+
+
+def test_the_option_turns_it_on_for_any_project(capsys: pytest.CaptureFixture[str]) -> None:
+    status, [found] = _verdicts(capsys, str(CASES / "unpacked_helper.py"), "--calculate-per-token-loss")
+    assert status == 1 and "under calculate_per_token_loss on (--calculate-per-token-loss)" in str(found["detail"])
+
+
+def test_the_exit_status_is_documented_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "0  every finding was run and confirmed" in out and "2  a usage error" in out
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--num-microbatches", "0", str(CASES / "gathered_ids.py")])
+    assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("config = TransformerConfig(calculate_per_token_loss=True)\n", 1),  # a keyword
+        ("cfg.model.calculate_per_token_loss = True\n", 1),  # an attribute
+        ('if "calculate_per_token_loss" not in kw:\n    kw["calculate_per_token_loss"] = True\n', 2),  # a default
+        ("def check(self):\n    assert self.calculate_per_token_loss, 'required'\n", 2),  # a requirement
+        ('defaults = {"calculate_per_token_loss": True}\n', 1),  # a dict entry
+        ("if cp_size > 1:\n    cfg.calculate_per_token_loss = True\n", None),  # decided by something else
+        ("cfg.calculate_per_token_loss = False\n", None),
+        ("def f(calculate_per_token_loss: bool = True):\n    pass\n", None),  # a parameter's default
+    ],
+)
+def test_what_turns_per_token_loss_on(tmp_path: Path, setting: str, expected: int | None) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "config.py").write_text(setting)
+    (tmp_path / "pkg" / "loss.py").write_text("")
+    where = per_token_setting(str(tmp_path / "pkg" / "loss.py"))
+    assert where == (None if expected is None else f"pkg/config.py:{expected}")
+
+
+def test_a_scripts_setting_is_its_own(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pretrain_vlm.py").write_text(
+        "config.calculate_per_token_loss = True\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    (tmp_path / "pretrain_gpt.py").write_text("")
+    assert per_token_setting(str(tmp_path / "pretrain_vlm.py")) == "pretrain_vlm.py:1"
+    assert per_token_setting(str(tmp_path / "pretrain_gpt.py")) is None
+
+
+def test_the_schedule_runs_a_stub_model_whose_output_the_loss_function_consumes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[tuple[int, ...]] = []
+
+    def recording(output: object) -> object:
+        made.append(tuple(output.shape))  # type: ignore[attr-defined]
+        return shaped_model(output)
+
+    monkeypatch.setattr(verify, "shaped_model", recording)
+    status, [found] = _verdicts(capsys, str(CASES / "handed_over.py"))
+    assert status == 0 and found["confirmed_by"] == "forward_backward_no_pipelining", found["detail"]
+    assert 'through forward_backward_no_pipelining (training): report["lm loss"] ×0.50, held after' in str(
+        found["detail"]
+    )
+    assert made == [(2, 4, 8), (2, 4, 8)]  # before and after the fix: the logits the function indexes
