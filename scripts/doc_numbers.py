@@ -355,6 +355,7 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/internals.md", r"NeMo 0\.65 s to 0\.4 s", (*TIMING, "commit")),
     Record("docs/internals.md", r"^`python bench/bench\.py \[--tree DIR\]", (*TIMING, "command")),
     Record("docs/internals.md", r"Its time was measured on this 2-core machine", (*TIMING, "commit", "command")),
+    Record("docs/prove-it.md", r"^`python bench/verify_injected\.py` copies", TREE),
     Record("docs/prove-it.md", r"The check costs tens of microseconds per call", (*TIMING, "command")),
     Record("docs/prove-it.md", r"^Overhead per microbatch, `python bench/schedule_overhead\.py`", (*TIMING, "command")),
 )
@@ -400,6 +401,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/prove-it.md", "A guard in production"): "record: the guard's overhead",
     ("docs/prove-it.md", "A guard for the whole job: `install()`"): "record: the schedule's overhead",
     ("docs/prove-it.md", "Confirming findings: `flux-alias-lint verify`"): "quotes: verify on fixtures/, its limits",
+    ("docs/prove-it.md", "Injected into real loss functions"): "record",
     ("docs/prove-it.md", "On public trees"): "record",
     ("docs/usage.md", "Usage and configuration"): "none",
     ("docs/usage.md", "Configuration"): "an example",
@@ -407,6 +409,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/usage.md", "As in ruff"): "none",
     ("docs/usage.md", "CI"): "quote: the action's default Python",
     ("docs/usage.md", "Fix a whole repository"): "record: Primus",
+    ("docs/usage.md", "pre-commit"): "an example's lines, run by tests/test_frontends_project.py",
     ("docs/usage.md", "flake8"): "none",
 }
 
