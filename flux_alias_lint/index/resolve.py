@@ -264,12 +264,21 @@ class Resolver(Modules):
         return found
 
     def _filed(self, module: Symbols, scope: list[ast.AST], registry: ast.expr, depth: int) -> Iterator[Value]:
-        """The functions filed into `registry` (a name): the elements of the dict, list or tuple it is
-        bound to, what is stored into it (`LOSSES[name] = fn`), and what a decorator files into it."""
+        """The functions filed into `registry` (a name, maybe imported): the elements of the dict, list
+        or tuple it is bound to, what is stored into it (`LOSSES[name] = fn`), and what a decorator
+        files into it."""
         if not isinstance(registry, ast.Name):
             return
         name = registry.id
         _, values = self._named(module, scope, name, _REGISTRIES)
+        if not values and name in module.targets and not _bound_locally(scope, name):
+            dotted, level = module.targets[name]
+            owner, _, there = dotted.rpartition(".")
+            path = find_module(module.path, owner, level) if owner or level else None
+            target = self._module(path) if path is not None else None
+            if target is not None and target is not module:
+                yield from self._filed(target, [], ast.Name(there, ast.Load()), depth + 1)
+                return
         for value in values:
             elements = value.values if isinstance(value, ast.Dict) else value.elts
             for element in elements:
@@ -291,7 +300,7 @@ class Resolver(Modules):
         function is called in its enclosing one; any other where a call names it (resolved as any
         callee is; a method also wherever a call of that name has a receiver of unknown type)."""
         for caller, inner, call, passed in self._calls_of(module, scope, parameter, depth):
-            step = self._step(caller, call, f"passed as {parameter} to {scope[-1].name}")
+            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
             for found in self._values(caller, inner, passed, depth):
                 yield found._replace(steps=(*found.steps, step))
 
@@ -308,19 +317,28 @@ class Resolver(Modules):
         position = params.index(parameter) if parameter in params else None
         nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
         paths = [] if nested else self._mentioning(module.path, f"{function.name}(")
-        callers = [module, *(m for m in map(self._module, paths) if m is not None and m is not module)]
+        if not nested:  # `partial(name, ...)` binds its parameters too
+            partials = set(self._mentioning(module.path, "partial("))
+            paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
+        callers = [module, *(m for m in map(self._module, dict.fromkeys(paths)) if m is not None and m is not module)]
         for caller in callers:
             places = [(scope[:-2], scope[-2])] if nested else [*caller.scoped, ([], caller.tree)]
             for caller_scope, node in places:
                 inner = caller_scope + [node] if not isinstance(node, ast.Module) else caller_scope
                 for call in body_walk(node):
-                    if not (isinstance(call, ast.Call) and last_name(call.func) == function.name):
+                    if not isinstance(call, ast.Call):
                         continue
-                    passed = argument(call, parameter, position)
+                    head, given, keywords = _applied(call)
+                    if last_name(head) != function.name:
+                        continue
+                    passed = keywords.get(parameter)
+                    if passed is None and position is not None and position < len(given):
+                        starred = any(isinstance(a, ast.Starred) for a in given[: position + 1])
+                        passed = None if starred else given[position]
                     if passed is None:
                         continue
-                    callees = [v.function for v in self._values(caller, inner, call.func, depth)]
-                    unknown_receiver = method and isinstance(call.func, ast.Attribute) and not callees
+                    callees = [v.function for v in self._values(caller, inner, head, depth)]
+                    unknown_receiver = method and isinstance(head, ast.Attribute) and not callees
                     if function in callees or unknown_receiver:
                         yield caller, inner, call, passed
 
@@ -536,7 +554,7 @@ class Resolver(Modules):
         """The calls of `scope[-1]` and the functions each passes as `parameter`, reached by Megatron
         (or as `like` is: its context, guess and `whole_return`)."""
         for caller, inner, call, passed in self._calls_of(module, scope, parameter):
-            step = self._step(caller, call, f"passed as {parameter} to {scope[-1].name}")
+            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
             reach = Reach(MEGATRON, (step, *steps))
             if like is not None:
                 reach = dataclasses.replace(like, steps=reach.steps)
@@ -548,6 +566,26 @@ class Resolver(Modules):
 
 # What a registry's name may be bound to (`Resolver._filed`).
 _REGISTRIES = (ast.Dict, ast.List, ast.Tuple)
+
+
+def _passing(call: ast.Call, parameter: str, function: str) -> str:
+    """What a step says of `call` passing something as `parameter` of `function`."""
+    if last_name(call.func) == "partial":
+        return f"bound to {parameter} of {function} by partial"
+    return f"passed as {parameter} to {function}"
+
+
+def _applied(call: ast.Call) -> tuple[ast.expr, list[ast.expr], dict[str, ast.expr]]:
+    """(the function called, its positional arguments, its keyword arguments) of a call, through
+    `functools.partial`, nested or not: `partial(partial(f, a), b, k=c)` gives `f`, `[a, b]`, `{k: c}`."""
+    head, given = call.func, list(call.args)
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    while last_name(head) == "partial" and given:
+        head, given = given[0], given[1:]
+        if isinstance(head, ast.Call) and last_name(head.func) == "partial":
+            keywords = {**{k.arg: k.value for k in head.keywords if k.arg is not None}, **keywords}
+            head, given = head.func, [*head.args, *given]
+    return head, given, keywords
 
 
 def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
