@@ -17,7 +17,11 @@ CHAINS = {
         ("loss.py", 4),
         [
             ("trainer.py", 15, "returned as the loss function by forward_step_func"),
-            ("trainer.py", 18, "passed as forward_step_func to forward_backward_func, which rescales the loss in place"),
+            (
+                "trainer.py",
+                18,
+                "passed as forward_step_func to forward_backward_func, which rescales the loss in place",
+            ),
         ],
     ),
     "loss_reduced_by_a_strategy_method": (
@@ -25,7 +29,11 @@ CHAINS = {
         [
             ("model.py", 11, "its (loss, report) is returned by post_loss_function"),
             ("model.py", 15, "returned as the loss function by forward_step_func"),
-            ("model.py", 17, "passed as forward_step_func to get_forward_backward_func(), which rescales the loss in place"),
+            (
+                "model.py",
+                17,
+                "passed as forward_step_func to get_forward_backward_func(), which rescales the loss in place",
+            ),
         ],
     ),
     "forward_step_made_by_a_handler": (
@@ -54,7 +62,11 @@ CHAINS = {
             ("train.py", 26, "bound to loss_fn of forward_step by partial"),
             ("train.py", 12, "returned as the loss function by forward_step"),
             ("train.py", 26, "passed as step to run_schedule"),
-            ("train.py", 16, "passed as forward_step_func to get_forward_backward_func(), which rescales the loss in place"),
+            (
+                "train.py",
+                16,
+                "passed as forward_step_func to get_forward_backward_func(), which rescales the loss in place",
+            ),
         ],
     ),
 }

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .files import find_module
 from .modules import Modules
-from .nodes import argument, body_walk, bound_names, is_self_attribute, last_name, parameters, positional
+from .nodes import body_walk, bound_names, is_self_attribute, last_name, parameters, positional
 from .reach import MEGATRON, Reach, Step
 from .symbols import Symbols, derived_classes
 
@@ -165,7 +165,7 @@ class Resolver(Modules):
             classes = self._classes(module, owner, depth)
             if classes:
                 for class_module, cls in classes:
-                    yield from (Value(class_module, m) for m in self._inherited(class_module, cls, attr, depth))
+                    yield from (Value(m_module, m) for m_module, m in self._inherited(class_module, cls, attr, depth))
                 return
             if owner.id in module.targets and not _bound_locally(scope, owner.id):
                 target, level = module.targets[owner.id]
