@@ -28,7 +28,7 @@ from .files import find_module
 from .modules import Modules
 from .nodes import body_walk, bound_names, is_self_attribute, last_name, parameters, positional
 from .reach import MEGATRON, Reach, Step
-from .symbols import Symbols, derived_classes
+from .symbols import Symbols, _imports_of, derived_classes
 
 # What a name bound to a loss function may be assigned (`_named`).
 _CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, ast.Subscript, ast.BoolOp)
@@ -57,6 +57,7 @@ class Resolver(Modules):
         # `_values`, by (node, innermost scope, depth), for the file `_cache_of` names.
         self._value_cache: dict[tuple[int, int, int], tuple[ast.AST, list[Value]]] = {}
         self._cache_of: str | None = None
+        self._imported: dict[int, dict[str, list[tuple[str, int]]]] = {}  # `_imports`, by module
         self._stores: dict[int, dict[str, list[tuple[list[ast.AST], ast.stmt, ast.expr]]]] = {}
 
     def _resolve(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int = 0) -> Found:
@@ -384,11 +385,29 @@ class Resolver(Modules):
         imports and re-exports (`from .strategy import Strategy` in a package's `__init__`)."""
         if isinstance(node, ast.Name) and node.id in module.classes:
             return [(module, module.classes[node.id])]
+        if isinstance(node, ast.Name):  # each branch may import its own class under one name
+            return [
+                c
+                for dotted, level in self._imports(module).get(node.id, ())
+                for c in self._class_at(module, dotted, level, depth)
+            ]
         dotted = imported_from(module, node)
         if "." not in dotted:
             return []
-        level = module.targets[node.id if isinstance(node, ast.Name) else node.value.id][1]
+        level = module.targets[node.value.id][1]
         return self._class_at(module, dotted, level, depth)
+
+    def _imports(self, module: Symbols) -> dict[str, list[tuple[str, int]]]:
+        """Every import binding each name anywhere in `module` (`Symbols.targets` keeps the last)."""
+        found = self._imported.get(id(module))
+        if found is None:
+            found = self._imported[id(module)] = {}
+            for node in ast.walk(module.tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for item in _imports_of(node):
+                        if "." in item.target:
+                            found.setdefault(item.local, []).append((item.target, item.level))
+        return found
 
     def _class_at(self, importer: Symbols, dotted: str, level: int, depth: int) -> list[tuple[Symbols, ast.ClassDef]]:
         owner, _, name = dotted.rpartition(".")
