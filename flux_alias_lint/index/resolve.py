@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -35,6 +36,8 @@ _CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, as
 # How many steps of resolution one expression may take (names, attributes, calls, parameters).
 _DEPTH = 6
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# How many other files may call a function whose parameter a value is followed through (`_calls_of`).
+_CALLER_FILES = 16
 
 
 class Value(NamedTuple):
@@ -47,6 +50,8 @@ class Value(NamedTuple):
 
 
 Found = list[tuple[Symbols, ast.AST]]
+# A call as `_calls_named` keeps it: its scope, itself, the function called and its arguments.
+_Call = tuple[list[ast.AST], ast.Call, ast.expr, list[ast.expr], dict[str, ast.expr]]
 
 
 class Resolver(Modules):
@@ -58,6 +63,10 @@ class Resolver(Modules):
         self._value_cache: dict[tuple[int, int, int], tuple[ast.AST, list[Value]]] = {}
         self._cache_of: str | None = None
         self._imported: dict[int, dict[str, list[tuple[str, int]]]] = {}  # `_imports`, by module
+        self._calls: dict[int, dict[str, list[_Call]]] = {}  # `_calls_named`, by module
+        self._attributes: dict[int, tuple[dict[str, list[ast.expr]], dict[str, list[ast.expr]]]] = {}
+        self._bound: dict[int, tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]] = {}  # `_bindings`
+        self._filings: dict[int, dict[str, list[tuple[list[ast.AST], ast.Assign]]]] = {}
         self._stores: dict[int, dict[str, list[tuple[list[ast.AST], ast.stmt, ast.expr]]]] = {}
 
     def _resolve(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int = 0) -> Found:
@@ -285,32 +294,45 @@ class Resolver(Modules):
             for element in elements:
                 if element is not None:
                     yield from self._values(module, scope, element, depth)
-        for inner, node in [*((s + [f], f) for s, f in module.scoped), ([], module.tree)]:
-            for stmt in body_walk(node):
-                if isinstance(stmt, ast.Assign) and any(
-                    isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
-                    for t in stmt.targets
-                ):
-                    step = self._step(module, stmt, f"filed into {name}")
-                    for found in self._values(module, inner, stmt.value, depth):
-                        yield found._replace(steps=(*found.steps, step))
+        for inner, stmt in self._subscript_stores(module).get(name, ()):
+            step = self._step(module, stmt, f"filed into {name}")
+            for found in self._values(module, inner, stmt.value, depth):
+                yield found._replace(steps=(*found.steps, step))
         yield from (Value(m, f) for m, f in self._registered(module, name, depth))
+
+    def _subscript_stores(self, module: Symbols) -> dict[str, list[tuple[list[ast.AST], ast.Assign]]]:
+        """The statements `name[key] = value` of `module`, by `name`, with their scopes (one walk)."""
+        found = self._filings.get(id(module))
+        if found is None:
+            found = self._filings[id(module)] = {}
+            for scope, node in [*module.scoped, ([], module.tree)]:
+                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
+                for stmt in body_walk(node):
+                    if isinstance(stmt, ast.Assign):
+                        for t in stmt.targets:
+                            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                                found.setdefault(t.value.id, []).append((inner, stmt))
+        return found
 
     def _passed(self, module: Symbols, scope: list[ast.AST], parameter: str, depth: int) -> Iterator[Value]:
         """What the calls of `scope[-1]` pass as its `parameter` (by position or keyword). A nested
         function is called in its enclosing one; any other where a call names it (resolved as any
         callee is; a method also wherever a call of that name has a receiver of unknown type)."""
-        for caller, inner, call, passed in self._calls_of(module, scope, parameter, depth):
+        calls = self._calls_of(module, scope, parameter, depth, bounded=True)
+        for caller, inner, call, passed in calls:
             step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
             for found in self._values(caller, inner, passed, depth):
                 yield found._replace(steps=(*found.steps, step))
 
     def _calls_of(
-        self, module: Symbols, scope: list[ast.AST], parameter: str, depth: int = 0
+        self, module: Symbols, scope: list[ast.AST], parameter: str, depth: int = 0, bounded: bool = False
     ) -> Iterator[tuple[Symbols, list[ast.AST], ast.Call, ast.expr]]:
         """The calls of `scope[-1]` passing something as its `parameter`: (the caller's module, the
         scope of the call, the call, what it passes). Other files are searched only in a project on
-        disk (not for stdin): every file is read for them, so each is a dependency of this evidence."""
+        disk (not for stdin): every file is read for them, so each is a dependency of this evidence.
+        `bounded` (a parameter followed while resolving a value): a method's calls only where their
+        receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
+        called all over the project, `training_step(`, is not followed: as the summaries' bounds)."""
         function = scope[-1]
         assert isinstance(function, _FUNCTIONS)
         method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
@@ -321,27 +343,41 @@ class Resolver(Modules):
         if not nested:  # `partial(name, ...)` binds its parameters too
             partials = set(self._mentioning(module.path, "partial("))
             paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
-        callers = [module, *(m for m in map(self._module, dict.fromkeys(paths)) if m is not None and m is not module)]
+        paths = [p for p in dict.fromkeys(paths) if p != module.path]
+        if bounded and len(paths) > _CALLER_FILES:
+            return
+        callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
-            places = [(scope[:-2], scope[-2])] if nested else [*caller.scoped, ([], caller.tree)]
-            for caller_scope, node in places:
-                inner = caller_scope + [node] if not isinstance(node, ast.Module) else caller_scope
+            for inner, call, head, given, keywords in self._calls_named(caller).get(function.name, ()):
+                if nested and (not inner or inner[-1] is not scope[-2]):
+                    continue
+                passed = keywords.get(parameter)
+                if passed is None and position is not None and position < len(given):
+                    starred = any(isinstance(a, ast.Starred) for a in given[: position + 1])
+                    passed = None if starred else given[position]
+                if passed is None:
+                    continue
+                callees = [v.function for v in self._values(caller, inner, head, depth)]
+                unknown_receiver = method and not bounded and isinstance(head, ast.Attribute) and not callees
+                if function in callees or unknown_receiver:
+                    yield caller, inner, call, passed
+
+    def _calls_named(self, module: Symbols) -> dict[str, list[_Call]]:
+        """The calls of `module` (and the partials binding a function) by the last name of the function
+        called: (the scope of the call, the call, the function, positional and keyword arguments).
+        Read once a module: `_calls_of` asks it for every parameter it follows."""
+        calls = self._calls.get(id(module))
+        if calls is None:
+            calls = self._calls[id(module)] = {}
+            for scope, node in [*module.scoped, ([], module.tree)]:
+                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
                 for call in body_walk(node):
-                    if not isinstance(call, ast.Call):
-                        continue
-                    head, given, keywords = _applied(call)
-                    if last_name(head) != function.name:
-                        continue
-                    passed = keywords.get(parameter)
-                    if passed is None and position is not None and position < len(given):
-                        starred = any(isinstance(a, ast.Starred) for a in given[: position + 1])
-                        passed = None if starred else given[position]
-                    if passed is None:
-                        continue
-                    callees = [v.function for v in self._values(caller, inner, head, depth)]
-                    unknown_receiver = method and isinstance(head, ast.Attribute) and not callees
-                    if function in callees or unknown_receiver:
-                        yield caller, inner, call, passed
+                    if isinstance(call, ast.Call):
+                        head, given, keywords = _applied(call)
+                        name = last_name(head)
+                        if name is not None:
+                            calls.setdefault(name, []).append((inner, call, head, given, keywords))
+        return calls
 
     def _registered(self, module: Symbols, registry: str, depth: int) -> Found:
         """The functions a decorator of `module` files into its dict `registry` (`handoffs.REGISTRY`):
@@ -458,21 +494,29 @@ class Resolver(Modules):
     def _attribute_classes(self, module: Symbols, cls: ast.ClassDef, attr: str) -> list[tuple[Symbols, ast.ClassDef]]:
         """The classes of the project that `self.<attr>` of `cls` is declared as (`self.attr: Base`,
         `attr: Base` in the class body) or made from (`self.attr = Base(...)`)."""
-        named = [
-            stmt.annotation
-            for stmt in cls.body
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr
-        ]
-        for node in ast.walk(cls):
-            if isinstance(node, ast.AnnAssign) and is_self_attribute(node.target) and node.target.attr == attr:
-                named.append(node.annotation)
-            elif (
-                isinstance(node, ast.Assign)
-                and isinstance(node.value, ast.Call)
-                and any(is_self_attribute(t) and t.attr == attr for t in node.targets)
-            ):
-                named.append(node.value.func)
-        return [found for node in named for found in self._classes(module, node)]
+        declared, _ = self._class_attributes(cls)
+        return [found for node in declared.get(attr, ()) for found in self._classes(module, node)]
+
+    def _class_attributes(self, cls: ast.ClassDef) -> tuple[dict[str, list[ast.expr]], dict[str, list[ast.expr]]]:
+        """What one walk of `cls` shows of each `self.<attr>`: the annotations and callees naming its
+        class, and the callees of the calls assigned to it."""
+        found = self._attributes.get(id(cls))
+        if found is None:
+            declared: dict[str, list[ast.expr]] = {}
+            made: dict[str, list[ast.expr]] = {}
+            for stmt in cls.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    declared.setdefault(stmt.target.id, []).append(stmt.annotation)
+            for node in ast.walk(cls):
+                if isinstance(node, ast.AnnAssign) and is_self_attribute(node.target):
+                    declared.setdefault(node.target.attr, []).append(node.annotation)
+                elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    for t in node.targets:
+                        if is_self_attribute(t):
+                            declared.setdefault(t.attr, []).append(node.value.func)
+                            made.setdefault(t.attr, []).append(node.value.func)
+            found = self._attributes[id(cls)] = (declared, made)
+        return found
 
     def _instance_classes(
         self, module: Symbols, scope: list[ast.AST], node: ast.expr
@@ -485,13 +529,7 @@ class Resolver(Modules):
             return []
         found = self._attribute_classes(module, cls, node.attr)
         inner = scope[: scope.index(cls) + 1]
-        made = [
-            stmt.value.func
-            for stmt in ast.walk(cls)
-            if isinstance(stmt, ast.Assign)
-            and isinstance(stmt.value, ast.Call)
-            and any(is_self_attribute(t) and t.attr == node.attr for t in stmt.targets)
-        ]
+        made = self._class_attributes(cls)[1].get(node.attr, ())
         return found + [c for func in made for c in self._made_by(module, inner, func, 0)]
 
     def _named(
@@ -503,20 +541,29 @@ class Resolver(Modules):
         them: each branch may assign its own). A class body is no enclosing scope of its methods:
         `name` there is not `self.name`."""
         for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
-            nodes = list(body_walk(function))
-            defs = [n for n in nodes if isinstance(n, _FUNCTIONS) and n.name == name]
-            if defs:
-                return defs, []
-            values = [
-                stmt.value
-                for stmt in nodes
-                if isinstance(stmt, (ast.Assign, ast.AnnAssign))
-                and isinstance(stmt.value, kinds)
-                and any(isinstance(t, ast.Name) and t.id == name for t in _targets(stmt))
-            ]
+            defs, assigned = self._bindings(function)
+            if name in defs:
+                return defs[name], []
+            values = [value for value in assigned.get(name, ()) if isinstance(value, kinds)]
             if values:
                 return [], values
         return [], []
+
+    def _bindings(self, function: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]:
+        """The defs of `function`'s own body and the values assigned to its names, by name (one walk)."""
+        found = self._bound.get(id(function))
+        if found is None:
+            defs: dict[str, list[ast.AST]] = {}
+            assigned: dict[str, list[ast.expr]] = {}
+            for stmt in body_walk(function):
+                if isinstance(stmt, _FUNCTIONS):
+                    defs.setdefault(stmt.name, []).append(stmt)
+                elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                    for target in _targets(stmt):
+                        if isinstance(target, ast.Name):
+                            assigned.setdefault(target.id, []).append(stmt.value)
+            found = self._bound[id(function)] = (defs, assigned)
+        return found
 
     def _dotted(self, importer: Symbols, dotted: str, level: int, depth: int) -> Iterator[Value]:
         yield from (Value(m, f) for m, f in self._resolve_dotted(importer, dotted, level, depth))
@@ -626,11 +673,16 @@ def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
     for function in reversed(scope):
         if isinstance(function, ast.ClassDef):
             continue
-        if name in bound_names(body_walk(function)):
+        if name in _bound_names(function):
             return None
         if isinstance(function, _FUNCTIONS) and name in parameters(function):
             return function
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _bound_names(function: ast.AST) -> frozenset[str]:
+    return frozenset(bound_names(body_walk(function)))
 
 
 def _bound_locally(scope: list[ast.AST], name: str) -> bool:
