@@ -1,6 +1,8 @@
 """Inject an alias into a copy of a real tree and show the context and chain `check` gives it.
 
-    python bench/inject.py TREE FILE:LINE 'report["x"] = loss.detach()' [--expect-context megatron]
+    python bench/inject.py TREE FILE:LINE 'report["x"] = loss.detach()'
+    python bench/inject.py --list bench/injections.txt --trees ../trees   # every row of the table
+
 
 copies TREE (without `.git`, which becomes an empty marker so the copy is still its own project) to a
 temporary directory, inserts the alias line before LINE of FILE (relative to TREE) with that line's
@@ -54,16 +56,32 @@ def inject(tree: pathlib.Path, where: str, alias: str, workdir: pathlib.Path) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tree", type=pathlib.Path)
-    parser.add_argument("where", help="FILE:LINE, FILE relative to TREE: the alias goes before LINE")
-    parser.add_argument("alias", help="the line to insert (indented as LINE is)")
+    parser.add_argument("tree", type=pathlib.Path, nargs="?")
+    parser.add_argument("where", nargs="?", help="FILE:LINE, FILE relative to TREE: the alias goes before LINE")
+    parser.add_argument("alias", nargs="?", help="the line to insert (indented as LINE is)")
+    parser.add_argument("--list", type=pathlib.Path, help="rows `TREE|FILE:LINE|ALIAS`, TREE a folder of --trees")
+    parser.add_argument("--trees", type=pathlib.Path, default=pathlib.Path("."))
     args = parser.parse_args(argv)
-    tree = args.tree.resolve()
+    if args.list is not None:
+        for row in args.list.read_text(encoding="utf-8").splitlines():
+            if row.strip():
+                name, where, alias = row.split("|", 2)
+                run_one(args.trees / name, where, alias)
+        return 0
+    if args.tree is None or args.where is None or args.alias is None:
+        parser.error("TREE FILE:LINE ALIAS, or --list")
+    run_one(args.tree, args.where, args.alias)
+    return 0
+
+
+def run_one(tree: pathlib.Path, where: str, alias: str) -> None:
+    """Inject `alias` at `where` in a copy of `tree`, check the copy, print what `check` says of it."""
+    tree = tree.resolve()
     commit = subprocess.run(
         ["git", "-C", str(tree), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="inject-") as temp:
-        copy, relative, line = inject(tree, args.where, args.alias, pathlib.Path(temp))
+        copy, relative, line = inject(tree, where, alias, pathlib.Path(temp))
         text = (copy / relative).read_text(encoding="utf-8")
         first, last = _function_span(text, line)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -88,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 shown = os.path.relpath(os.path.join(temp, step["path"]), copy)
                 print(f"    {shown}:{step['line']}: {step['what']}")
         contexts = sorted({f["context"] for f in ours}) or ["missed"]
-        print(f"{tree.name}@{commit} {relative}:{line} -> {', '.join(contexts)}")
-    return 0
+        print(f"{tree.name}@{commit} {relative}:{line} -> {', '.join(contexts)}", flush=True)
 
 
 if __name__ == "__main__":

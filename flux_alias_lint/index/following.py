@@ -116,7 +116,7 @@ class FollowedEvidence(Resolver):
                     if isinstance(replaced, str):
                         targets = self._resolve_dotted(module, replaced, 0, 0)
                     else:
-                        targets = self._resolve(module, inner, replaced)
+                        targets = self._named_only(module, inner, replaced)
                     if any(target is function for _, target in targets):
                         yield module, inner, site, replacement, f"installed by {how} in place of {name}"
 

@@ -60,7 +60,10 @@ class Resolver(Modules):
     def __init__(self, roots: list[str]) -> None:
         super().__init__(roots)
         # `_values`, by (node, innermost scope, depth), for the file `_cache_of` names.
-        self._value_cache: dict[tuple[int, int, int], tuple[ast.AST, list[Value]]] = {}
+        self._value_cache: dict[tuple[int, int, int, bool], tuple[ast.AST, list[Value]]] = {}
+        # Whether a parameter is what the callers pass (`_passed`); off where only the functions an
+        # expression names are asked, not what reaches it (what a patch replaces).
+        self._follow_parameters = True
         self._cache_of: str | None = None
         self._imported: dict[int, dict[str, list[tuple[str, int]]]] = {}  # `_imports`, by module
         self._calls: dict[int, dict[str, list[_Call]]] = {}  # `_calls_named`, by module
@@ -73,6 +76,15 @@ class Resolver(Modules):
         """The functions (defs or lambdas) an expression naming a callable may be, in the project."""
         return [(value.module, value.function) for value in self._values(module, scope, node, depth)]
 
+    def _named_only(self, module: Symbols, scope: list[ast.AST], node: ast.expr) -> Found:
+        """`_resolve` without following parameters to the callers: the functions `node` names where it
+        is, as a patch's target is asked (is this the function replaced?)."""
+        self._follow_parameters = False
+        try:
+            return self._resolve(module, scope, node)
+        finally:
+            self._follow_parameters = True
+
     def _values(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int = 0) -> list[Value]:
         """The functions `node` (in `scope`, the functions and classes around it) may evaluate to, each
         once (the first way found), with how it gets there."""
@@ -81,7 +93,7 @@ class Resolver(Modules):
         if self._cache_of != self._current:
             self._value_cache.clear()
             self._cache_of = self._current
-        key = (id(node), id(scope[-1]) if scope else id(module.tree), depth)
+        key = (id(node), id(scope[-1]) if scope else id(module.tree), depth, self._follow_parameters)
         cached = self._value_cache.get(key)
         if cached is not None and cached[0] is node:
             return cached[1]
@@ -152,7 +164,7 @@ class Resolver(Modules):
             for value in values:
                 yield from self._values(module, scope, value, depth)
             return
-        owner = _parameter_owner(scope, node.id)
+        owner = _parameter_owner(scope, node.id) if self._follow_parameters else None
         passed = list(self._passed(module, scope[: scope.index(owner) + 1], node.id, depth)) if owner else []
         if passed:
             yield from passed
@@ -181,8 +193,10 @@ class Resolver(Modules):
                 target, level = module.targets[owner.id]
                 yield from self._dotted(module, f"{target}.{attr}", level, depth)
                 return
+        # `self.x.attr` may be any subclass's (a declared base class); another object is of the class made.
+        subclasses = is_self_attribute(owner)
         for class_module, cls in self._instance_of(module, scope, owner, depth):
-            yield from self._members(class_module, cls, attr, depth, subclasses=True)
+            yield from self._members(class_module, cls, attr, depth, subclasses=subclasses)
 
     def _members(self, module: Symbols, cls: ast.ClassDef, name: str, depth: int, subclasses: bool) -> Iterator[Value]:
         """Member `name` of an instance of `cls`: its method (or the one it inherits), its subclasses'
