@@ -37,7 +37,7 @@ _CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, as
 _DEPTH = 6
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # How many other files may call a function whose parameter a value is followed through (`_calls_of`).
-_CALLER_FILES = 16
+_CALLER_FILES = 8
 
 
 class Value(NamedTuple):
