@@ -40,8 +40,9 @@ class FollowedEvidence(Resolver):
             seen[key] = reach
             for module, scope, site, replacement, what in self._replacements(key):
                 step = self._step(module, site, what)
-                for target_module, target in self._resolve(module, scope, replacement):
-                    self._reach(target_module.path, target, Reach(reach.context, (step, *reach.steps), reach.guessed))
+                for value in self._values(module, scope, replacement):
+                    steps = (*value.steps, step, *reach.steps)
+                    self._reach(value.module.path, value.function, Reach(reach.context, steps, reach.guessed))
 
     def _delegated_evidence(self, path: str) -> None:
         """A reached loss function returning the `(loss, report)` of a function it calls (`return
@@ -52,8 +53,9 @@ class FollowedEvidence(Resolver):
         for reach, module, scope, function in self._reached_functions(self.evidence[path]):
             for stmt in (*_returned_unpacked(function), *_returned_calls(function)):
                 step = self._step(module, stmt, f"its (loss, report) is returned by {function.name}")
-                for target_module, target in self._resolve(module, [*scope, function], stmt.value.func):
-                    self._reach(target_module.path, target, dataclasses.replace(reach, steps=(step, *reach.steps)))
+                for value in self._values(module, [*scope, function], stmt.value.func):
+                    steps = (*value.steps, step, *reach.steps)
+                    self._reach(value.module.path, value.function, dataclasses.replace(reach, steps=steps))
 
     def _reached_functions(
         self, evidence: Iterable[tuple[Key, Reach]]
@@ -114,7 +116,7 @@ class FollowedEvidence(Resolver):
                     if isinstance(replaced, str):
                         targets = self._resolve_dotted(module, replaced, 0, 0)
                     else:
-                        targets = self._resolve(module, inner, replaced)
+                        targets = self._named_only(module, inner, replaced)
                     if any(target is function for _, target in targets):
                         yield module, inner, site, replacement, f"installed by {how} in place of {name}"
 

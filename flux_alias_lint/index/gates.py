@@ -10,25 +10,26 @@ import re
 from collections.abc import Iterator
 
 from ..facts.reports import RESCALING_METHODS, RESCALING_OPERATORS
-from .handoffs import SIGNATURES
+from .handoffs import SCHEDULE_CALLS, SCHEDULE_GETTER, SIGNATURES
 
 LOSS_REDUCTION_CLASS = "MegatronLossReduction"
 
 
-# A file can hold evidence only if it hands a function to a schedule (not merely passes its own
-# `forward_step_func` parameter on), calls `forward_step_calc_loss`, subclasses the loss reduction,
-# defines a forward-step signature, or unpacks a call into a name it then rescales in place. One
-# pattern per kind, each tried only where its word is in the file and found by a literal it starts
-# with (an alternation of them scans slowly: most of the index's time on NeMo).
+# A file can hold Megatron evidence only if it mentions a host: it calls one of the schedule calls of
+# `handoffs.SCHEDULE_CALLS` (or `get_forward_backward_func`), subclasses the loss reduction, or
+# defines a forward-step signature. A file mentioning none is skipped; in one that does, the lines
+# of the host calls and of every `forward_step_func=` (whatever it passes: a parameter passed on is
+# followed to its callers) are where the evidence may be. One pattern per word, each tried only where
+# its word is in the file and found by the literal it starts with (an alternation of them scans
+# slowly: most of the index's time on NeMo).
+_HOST_NAMES = sorted({name for entry in SCHEDULE_CALLS for name in entry.callees} | {SCHEDULE_GETTER})
 _MEGATRON_GATES = (
-    (b"forward_step_func", re.compile(rb"forward_step_func\s*=\s*(?!forward_step_func\b)[\w(]")),
-    (b"pretrain", re.compile(rb"\bpretrain\(\s*\w")),
-    (b"finetune", re.compile(rb"\bfinetune\(\s*\w")),  # Megatron-Bridge's
-    (b"forward_step", re.compile(rb"\bforward_step(?:_calc_loss)?\(\s*\w")),
+    *((name.encode(), re.compile(rb"\b" + name.encode() + rb"\s*\(")) for name in _HOST_NAMES),
     (LOSS_REDUCTION_CLASS.encode(), re.compile(rb"class \w+\([^)]*" + LOSS_REDUCTION_CLASS.encode())),
     # `def f(data_iterator, model`: found from the parameter, its `def` checked on the line before it.
     (b"_iter", re.compile(rb"(?<=[(,\s])(?:data|dataloader)_iter(?:ator)?\s*(?::[^,]*)?,\s*model\b")),
 )
+_HANDED = re.compile(rb"\bforward_step_func\s*=\s*[\w(]")
 
 _SIGNATURE_START = re.compile(
     rb"def \w+\(\s*(?:self,\s*)?(?:(?:"
@@ -54,6 +55,8 @@ def gates(data: bytes) -> tuple[set[int], set[int]]:
                     if start == -1 or not _SIGNATURE_START.match(data, start, match.start()):
                         continue
                 megatron.add(_line_of(data, start))
+    if megatron and b"forward_step_func" in data:
+        megatron.update(_line_of(data, match.start()) for match in _HANDED.finditer(data))
     rescaling: set[int] = set()
     for name, at in _rescaled_names(data):
         if re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*,[^=\n]*=[ \t]*[\w.]+\(", data, re.M):

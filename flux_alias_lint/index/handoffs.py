@@ -205,5 +205,8 @@ HAND_OFFS: tuple[HandOff, ...] = (
     IN_PLACE_CALLER,
 )
 
+# Megatron's getter of the schedule: calling what it returns runs the schedule.
+SCHEDULE_GETTER = "get_forward_backward_func"
+
 SCHEDULE_CALLS = tuple(entry for entry in HAND_OFFS if isinstance(entry, ScheduleCall))
 SIGNATURES = tuple(entry for entry in HAND_OFFS if isinstance(entry, Signature))

@@ -32,9 +32,9 @@ class InPlaceEvidence(Resolver):
             if line is None or line < assign.lineno:
                 continue
             callee = assign.value.func
-            for target_module, target in self._resolve(module, scope + [function], callee):
-                steps = (
-                    self._step(module, assign, f"its (loss, report) is unpacked by {function.name}"),
-                    Step(shown(module.path), line, f"which rescales {name} in place"),
-                )
-                self._reach(target_module.path, target, Reach(IN_PLACE_CALLER, steps))
+            steps = (
+                self._step(module, assign, f"its (loss, report) is unpacked by {function.name}"),
+                Step(shown(module.path), line, f"which rescales {name} in place"),
+            )
+            for value in self._values(module, scope + [function], callee):
+                self._reach(value.module.path, value.function, Reach(IN_PLACE_CALLER, (*value.steps, *steps)))

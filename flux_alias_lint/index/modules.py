@@ -26,6 +26,7 @@ class Modules(Found):
         self._parsed: dict[str, Symbols | None] = {}
         self._project_files: dict[str, list[str]] = {}  # every file of a root, for `_callers` (files may be a part)
         self._mentions: dict[tuple[str, str], list[str]] = {}  # `_mentioning`
+        self._texts: dict[str, list[bytes]] = {}  # every file's text, by root, in `_project_files` order
 
     def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
         if self._current is not None and path != self._current:
@@ -53,12 +54,14 @@ class Modules(Found):
             return []
         if root not in self._project_files:
             self._project_files[root] = list(python_files(root))
+            self._texts[root] = [text_of(f) for f in self._project_files[root]]  # read once, searched for each word
         files = self._project_files[root]
         if self._current is not None:
             self.depends_on[self._current].update(f for f in files if f != self._current)
         key = (root, word)
         if key not in self._mentions:
-            self._mentions[key] = [f for f in files if word.encode() in text_of(f)]
+            needle = word.encode()
+            self._mentions[key] = [f for f, text in zip(files, self._texts[root], strict=True) if needle in text]
         return self._mentions[key]
 
 

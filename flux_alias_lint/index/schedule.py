@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from .files import find_module, project_root
 from .gates import LOSS_REDUCTION_CLASS
-from .handoffs import SCHEDULE_CALLS, SIGNATURES, ScheduleCall, Signature
+from .handoffs import SCHEDULE_CALLS, SCHEDULE_GETTER, SIGNATURES, ScheduleCall, Signature
 from .nodes import argument, body_walk, bound_names, last_name, parameters, positional, rescaled_in_place
 from .reach import MEGATRON, Reach, Step
 from .resolve import Resolver, imported_from
@@ -81,24 +81,26 @@ class ScheduleEvidence(Resolver):
         signature = None if isinstance(function, ast.Module) else _forward_step_signature(function)
         if signature is not None:
             what = f"{function.name} has {signature.shown}"
-            self._forward_step(module, inner, function, self._step(module, function, what), guessed=True)
+            self._forward_step(module, inner, function, (self._step(module, function, what),), guessed=True)
         for call, name, entry, handed in schedule_calls(module, body_walk(function)):
             keyword = entry.keyword if entry else "forward_step_func"
             does = entry.does if entry else "rescales the loss in place"
-            what = f"passed as {keyword} to {name or 'get_forward_backward_func()'}, which {does}"
+            what = f"passed as {keyword} to {name or f'{SCHEDULE_GETTER}()'}, which {does}"
+            why = self._step(module, call, what)
             if keyword != "forward_step_func":  # the loss function itself
-                for target_module, target in self._resolve(module, inner, handed):
-                    self._reach(target_module.path, target, Reach(MEGATRON, (self._step(module, call, what),)))
+                for value in self._values(module, inner, handed):
+                    self._reach(value.module.path, value.function, Reach(MEGATRON, (*value.steps, why)))
             else:
                 partial = self._partial(module, inner, handed)
-                for target_module, target in self._resolve(module, inner, handed):
+                for value in self._values(module, inner, handed):
+                    target = value.function
                     if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        scope_of_target = target_module.scope_of(target)
+                        scope_of_target = value.module.scope_of(target)
                         arguments = _Bound(module, inner, partial, _bindings(partial, target)) if partial else None
-                        why = self._step(module, call, what)
                         model = argument(call, "model", None)
                         given = _Given(module, inner, model) if model is not None else None
-                        self._forward_step(target_module, scope_of_target, target, why, arguments, given)
+                        outer = (*value.steps, why)
+                        self._forward_step(value.module, scope_of_target, target, outer, arguments, given)
 
     def _loss_reduction_evidence(self, module: Symbols) -> None:
         """The `forward` of each class of `module` deriving from NeMo's `MegatronLossReduction`, unless
@@ -143,20 +145,22 @@ class ScheduleEvidence(Resolver):
         module: Symbols,
         scope: list[ast.AST],
         function: ast.AST,
-        why: Step,
+        outer: tuple[Step, ...],
         bound: _Bound | None = None,
         model: _Given | None = None,
         guessed: bool = False,
     ) -> None:
         """A forward-step function: whatever it returns second is Megatron's loss_func. `bound`: the
         partial it was handed over as, whose arguments its parameters are (a loss function may be one);
-        `model`: what the schedule call hands the forward step as its `model`."""
+        `model`: what the schedule call hands the forward step as its `model`; `outer`: the steps from
+        the forward step to the host."""
         for stmt in body_walk(function):
             if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 2:
                 handed = stmt.value.elts[1]
-                steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), why)
-                for target_module, target in self._resolve(module, scope, handed):
-                    self._reach(target_module.path, target, Reach(MEGATRON, steps, guessed))
+                steps = (self._step(module, stmt, f"returned as the loss function by {function.name}"), *outer)
+                for value in self._values(module, scope, handed):
+                    target_module, target = value.module, value.function
+                    self._reach(target_module.path, target, Reach(MEGATRON, (*value.steps, *steps), guessed))
                     call = _model_results(function, target) if model is not None else None
                     if call is not None:  # `loss, loss_dict = model(x)`, and the closure returns them
                         what = f"{target.name} returns what model's forward returned at {function.name}"
@@ -188,8 +192,8 @@ class ScheduleEvidence(Resolver):
         function's callers pass for it."""
         argument = bound.arguments[parameter]
         steps = (self._step(bound.module, bound.call, f"bound to {parameter} by partial"), *steps)
-        for target_module, target in self._resolve(bound.module, bound.scope, argument):
-            self._reach(target_module.path, target, Reach(MEGATRON, steps))
+        for value in self._values(bound.module, bound.scope, argument):
+            self._reach(value.module.path, value.function, Reach(MEGATRON, (*value.steps, *steps)))
         maker = bound.scope[-1] if bound.scope else None
         passed_in = isinstance(maker, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(argument, ast.Name)
         if passed_in and argument.id in parameters(maker):
@@ -208,7 +212,7 @@ def schedule_calls(
         for stmt in nodes
         if isinstance(stmt, ast.Assign)
         and isinstance(stmt.value, ast.Call)
-        and last_name(stmt.value.func) == "get_forward_backward_func"
+        and last_name(stmt.value.func) == SCHEDULE_GETTER
         for t in stmt.targets
     }
     for call in nodes:
@@ -363,7 +367,7 @@ def _delegations(function: ast.AST, parameters: Mapping[str, ast.expr]) -> Itera
 
 def _calls_getter(call: ast.Call) -> bool:
     """`get_forward_backward_func()(...)`."""
-    return isinstance(call.func, ast.Call) and last_name(call.func.func) == "get_forward_backward_func"
+    return isinstance(call.func, ast.Call) and last_name(call.func.func) == SCHEDULE_GETTER
 
 
 def _rescaled_results(function: ast.AST, callee: str) -> set[str] | None:
