@@ -1,0 +1,640 @@
+"""Where the value of a function nothing hands to a host goes: `escapes`, or `unreached` earned.
+
+The index proves a context by finding the hand-off; when it finds none, a finding would be
+`unreached`. That is only earned when the function value provably reaches no rescaling host, so
+every reference to the function in the project that is not a direct call is followed, the way
+the value flows:
+
+- references: its name where the def binds it (a closure in its enclosing function, a
+  module-level def in its module, and in every module importing it, under an alias or through a
+  re-export), `self.m`/`cls.m`/`Class.m` in its class and subclasses for a method, and, for a
+  functor's `__call__` (or, with none, `forward`), every instance made of its class (`C(...)`);
+  the decorators applied to it are calls it is passed to;
+- followed: a name bound to it (its loads in the same function, or module-wide and its importers),
+  `self.attr` set to it (its reads in the class and subclasses), a container holding it (its
+  subscripts, `.get`, iteration, unpacking by position), a `functools.partial` of it, an argument
+  of a project function or class (that parameter's reads there), a return (the calls of the
+  function returning it).
+
+Where it goes where this cannot follow, it **escapes**: passed to a call that resolves to nothing
+in the project, stored on an object of unknown class or in a container that escapes, looked up by
+a dynamic `getattr`, returned by a function whose callers are not seen, read off an object of
+unknown class in a module naming the class. The first such place, in source order, is the
+finding's chain; nothing found: `unreached`. The work is bounded (`_BUDGET` values a function):
+beyond it, the value escapes too.
+
+A method read off an object of unknown class elsewhere (`x.m` with `x` of no known class) is not
+counted as a reference to every method `m` of the project, nor is a name in a string (a config's
+dotted path): the line is drawn in docs/context.md.
+
+Asked only for findings about to be reported unreached (`lint.py`), one `Escapes` per checked file.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+from collections.abc import Iterator
+
+from .files import find_module, python_files
+from .modules import text_of
+from .nodes import bound_names, last_name, parameters, positional
+from .reach import ESCAPES, UNREACHED_REACH, Reach, Step
+from .resolve import Resolver
+from .symbols import FUNCTIONS, PARSE_ERRORS, Symbols, derived_classes
+
+# Calls that look at a function value without keeping it (`callable(f)`, `functools.wraps(f)`).
+INSPECTING = frozenset(
+    {
+        "callable", "print", "repr", "str", "id", "hash", "type", "isinstance", "issubclass", "hasattr",
+        "len", "dir", "vars", "signature", "getfullargspec", "getsource", "getfile", "getmodule",
+        "iscoroutinefunction", "isfunction", "ismethod", "isclass", "wraps", "update_wrapper", "format",
+    }
+)  # fmt: skip
+# Container methods that keep their argument: the container then holds the value.
+_ADDS = frozenset({"append", "add", "insert", "extend", "setdefault", "update", "appendleft"})
+# A library decorator with this word in its name files the function in a registry it keeps.
+_REGISTERING = "register"
+_BUDGET = 256  # values followed for one function before it counts as escaping
+_DEPTH = 3  # re-exports under another name followed this deep
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SELF = ("self", "cls")
+
+Path = tuple[int | str, ...]  # where the value is in a container: () the value itself, "*" any element
+# A reference to a function: (module, expression, the method an instance made there runs when
+# called, whether it is a `getattr` with a computed key).
+_Ref = tuple[Symbols, ast.expr, str | None, bool]
+
+
+class _Tree:
+    """One module's nodes with their parents and enclosing scopes, and its names and attributes."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.parent: dict[int, ast.AST] = {}
+        self.scope: dict[int, tuple[ast.AST, ...]] = {}
+        self.names: dict[str, list[ast.Name]] = {}
+        self.attributes: dict[str, list[ast.Attribute]] = {}
+        stack: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(tree, ())]
+        while stack:
+            node, scope = stack.pop()
+            inner = (*scope, node) if isinstance(node, _SCOPES) else scope
+            for child in ast.iter_child_nodes(node):
+                self.parent[id(child)] = node
+                self.scope[id(child)] = inner
+                if isinstance(child, ast.Name):
+                    self.names.setdefault(child.id, []).append(child)
+                elif isinstance(child, ast.Attribute):
+                    self.attributes.setdefault(child.attr, []).append(child)
+                stack.append((child, inner))
+        for nodes in (*self.names.values(), *self.attributes.values()):
+            nodes.sort(key=lambda n: (n.lineno, n.col_offset))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Value:
+    """An expression that evaluates to the function (or, `path`, to a container holding it)."""
+
+    module: Symbols
+    node: ast.AST
+    steps: tuple[Step, ...]
+    path: Path = ()
+    instance: str | None = None  # an instance of the class: calling it runs this method
+    lookup: bool = False  # a `getattr` whose key is computed: it may give the function
+
+    def to(self, module: Symbols, node: ast.AST, steps: tuple[Step, ...], path: Path | None = None) -> _Value:
+        return _Value(module, node, steps, self.path if path is None else path, self.instance)
+
+
+class Escapes(Resolver):
+    """The project `roots` (none: the checked text alone) as the escape analysis reads it, with the
+    checked file `path` read from `text` (an editor's buffer may differ from the disk)."""
+
+    def __init__(self, roots: list[str], path: str, text: str) -> None:
+        super().__init__(roots)
+        self._path = path
+        self._trees: dict[int, _Tree] = {}
+        self._bound_names: dict[int, set[str]] = {}
+        self._texts: dict[str, bytes] = {}
+        try:
+            self._parsed[path] = Symbols(ast.parse(text.removeprefix("\ufeff")), path)
+        except PARSE_ERRORS:
+            self._parsed[path] = None
+
+    def of(self, line: int) -> Reach:
+        """Where the function (def or lambda) at `line` of the checked file escapes (`ESCAPES`, with
+        the steps to that place), or `UNREACHED_REACH` when no value of it leaves what is followed."""
+        module = self._parsed.get(self._path)
+        if module is None:
+            return UNREACHED_REACH
+        starts: list[_Value] = []
+        for scope, function in module.scoped:
+            if function.lineno == line:
+                escaped = self._decorated_escape(module, scope, function)
+                if escaped is not None:
+                    return Reach(ESCAPES, (escaped,))
+                starts += [_Value(m, node, (), (), i, lookup) for m, node, i, lookup in self._references(module, scope, function)]
+        tree = self._tree(module)
+        starts += [
+            _Value(module, node, ())
+            for node in ast.walk(module.tree)
+            if isinstance(node, ast.Lambda) and node.lineno == line and id(node) in tree.parent
+        ]
+        return self._follow(starts)
+
+    # ---- following ------------------------------------------------------------------
+
+    def _follow(self, starts: list[_Value]) -> Reach:
+        seen: set[tuple[int, Path, str | None]] = set()
+        stack = list(reversed(starts))
+        while stack:
+            value = stack.pop()
+            key = (id(value.node), value.path, value.instance)
+            if key in seen:
+                continue
+            seen.add(key)
+            if len(seen) > _BUDGET:
+                return Reach(ESCAPES, (*value.steps, self._at(value, "the analysis' bound reached")))
+            found = self._uses(value)
+            if isinstance(found, Step):
+                return Reach(ESCAPES, (*value.steps, found))
+            stack.extend(reversed(found))
+        return UNREACHED_REACH
+
+    def _uses(self, value: _Value) -> list[_Value] | Step:
+        """Where the expression `value.node` goes: the values it flows into, or the step where it escapes."""
+        module, node, path = value.module, value.node, value.path
+        if value.lookup:
+            return self._at(value, f"looked up by {_short(node)}")
+        tree = self._tree(module)
+        parent = tree.parent.get(id(node))
+        if isinstance(parent, ast.keyword):
+            return self._passed(value, tree.parent[id(parent)], parent.arg)
+        if isinstance(parent, ast.Call):
+            if node is parent.func:
+                return []  # called: runs here, its result is something else
+            if isinstance(node, ast.Starred) or node not in parent.args:
+                return []
+            return self._passed(value, parent, parent.args.index(node))
+        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node is parent.value:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            found: list[_Value] = []
+            for target in targets:
+                stored = self._store(value, target, path)
+                if isinstance(stored, Step):
+                    return stored
+                found += stored
+            return found
+        if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)):
+            return self._returned(value, isinstance(parent, ast.Return))
+        if isinstance(parent, (ast.Tuple, ast.List)) and not isinstance(parent.ctx, ast.Store):
+            index = next(i for i, e in enumerate(parent.elts) if e is node)
+            return [self._moved(value, parent, (index, *path))]
+        if isinstance(parent, ast.Set) or (isinstance(parent, ast.Dict) and any(v is node for v in parent.values)):
+            return [self._moved(value, parent, ("*", *path))]
+        if isinstance(parent, (ast.IfExp, ast.BoolOp)) and node is not getattr(parent, "test", None):
+            return [self._moved(value, parent, path)]
+        if isinstance(parent, ast.Subscript) and node is parent.value:
+            return self._subscripted(value, parent)
+        if isinstance(parent, ast.Attribute) and node is parent.value:
+            return self._attribute_of(value, parent)
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and node is parent.iter:
+            return self._store(value, parent.target, path[1:]) if path else []
+        if isinstance(parent, ast.comprehension) and node is parent.iter:
+            return self._at(value, "iterated in a comprehension") if path else []
+        if isinstance(parent, ast.Lambda):
+            return self._at(value, "returned by a lambda")
+        if isinstance(parent, (ast.Starred, ast.Global, ast.Nonlocal)) or parent is None:
+            return self._at(value, "unpacked here")
+        if isinstance(parent, ast.Dict):  # a key
+            return []
+        # Compared, tested, formatted, deleted, awaited, a bare statement, a decorator: nothing keeps it.
+        return []
+
+    def _moved(self, value: _Value, node: ast.AST, path: Path, what: str | None = None) -> _Value:
+        steps = value.steps if what is None else (*value.steps, self._step(value.module, node, what))
+        return value.to(value.module, node, steps, path)
+
+    def _at(self, value: _Value, what: str) -> Step:
+        return self._step(value.module, value.node, what)
+
+    def _passed(self, value: _Value, call: ast.Call, where: int | str | None) -> list[_Value] | Step:
+        """`value` passed to `call` (`where`: its position, or its keyword; None: `**`)."""
+        module, path = value.module, value.path
+        callee = call.func
+        name = last_name(callee) or ""
+        shown_callee = _short(callee)
+        if where is None:
+            return self._step(module, call, f"unpacked into {shown_callee}(**...)")
+        if where == 0 and name == "partial" and not path:
+            return [self._moved(value, call, path, "bound by partial")]
+        if name in INSPECTING:
+            return []
+        if name == "setattr" and where == 2 and len(call.args) >= 2:
+            attr = call.args[1]
+            if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                target = ast.Attribute(call.args[0], attr.value, ast.Store(), lineno=call.lineno, col_offset=0)
+                return self._stored_attribute(value, target, path, None)
+            return self._step(module, call, "stored by setattr under a computed name")
+        if name == "getattr":
+            return []  # the object it is looked up on, or a default: what getattr returns is handled as a lookup
+        if isinstance(callee, ast.Attribute) and name in _ADDS:
+            return self._store(value, callee.value, ("*", *path), f"added to {_short(callee.value)}")
+        scope = self._scope_list(module, call)
+        targets: list[tuple[Symbols, ast.AST, bool]] = [
+            (m, f, isinstance(callee, ast.Attribute) and _is_method(m, f))
+            for m, f in self._resolve(module, scope, callee)
+            if isinstance(f, FUNCTIONS)
+        ]
+        for class_module, cls in self._classes(module, callee):
+            inits = self._methods(class_module, cls, "__init__", 0)
+            if not inits:
+                return self._step(module, call, f"passed to {shown_callee} (no __init__ seen)")
+            targets += [(class_module, init, True) for init in inits]
+        if not targets:
+            return self._step(module, call, f"passed to {shown_callee}")
+        found: list[_Value] = []
+        for target_module, function, bound in targets:
+            if isinstance(where, int):
+                names = positional(function, through_attribute=bound)
+                rest = function.args.vararg
+                parameter = names[where] if where < len(names) else None
+            else:
+                rest = function.args.kwarg
+                parameter = where if where in parameters(function) else None
+            if parameter is None:
+                if rest is None:
+                    continue  # no such parameter: the call fails, nothing is handed over
+                return self._step(module, call, f"passed to {function.name} as *{rest.arg}")
+            step = self._step(module, call, f"passed as {parameter} to {function.name}")
+            found += [value.to(target_module, load, (*value.steps, step)) for load in self._loads(target_module, parameter, function)]
+        return found
+
+    def _store(
+        self, value: _Value, target: ast.AST, path: Path, what: str | None = None
+    ) -> list[_Value] | Step:
+        """`value` (at `path` in it) stored into `target`."""
+        module = value.module
+        if isinstance(target, ast.Name):
+            step = self._step(module, target, what or f"bound to {target.id}")
+            steps = (*value.steps, step)
+            function = self._innermost_def(module, target)
+            if function is not None:
+                return [value.to(module, load, steps, path) for load in self._loads(module, target.id, function)]
+            return [value.to(m, ref, steps, path) for m, ref, _, _ in self._name_references(module, target.id, 0, set())]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if not path:
+                return []
+            head, rest = path[0], path[1:]
+            chosen = target.elts if head == "*" else target.elts[head : head + 1]
+            found: list[_Value] = []
+            for element in chosen:
+                if isinstance(element, ast.Starred):
+                    return self._step(module, element, "unpacked into a list")
+                stored = self._store(value, element, rest, what)
+                if isinstance(stored, Step):
+                    return stored
+                found += stored
+            return found
+        if isinstance(target, ast.Subscript):
+            return self._store(value, target.value, ("*", *path), what or f"stored in {_short(target.value)}")
+        if isinstance(target, ast.Attribute):
+            return self._stored_attribute(value, target, path, what)
+        return self._step(module, target, f"stored in {_short(target)}")
+
+    def _stored_attribute(
+        self, value: _Value, target: ast.Attribute, path: Path, what: str | None
+    ) -> list[_Value] | Step:
+        """`value` stored as `receiver.attr`: followed where the receiver's class is known."""
+        module, receiver = value.module, target.value
+        scope = self._scope_list(module, value.node)  # where the store is (a setattr's target is made up)
+        if isinstance(receiver, ast.Name) and receiver.id in _SELF:
+            cls = next((s for s in reversed(scope) if isinstance(s, ast.ClassDef)), None)
+            classes = [(module, cls)] if cls is not None else []
+        else:
+            classes = self._classes(module, receiver) or self._instance_classes(module, scope, receiver)
+        if not classes:
+            return self._step(module, target, f"stored as {_short(target)}")
+        step = self._step(module, target, what or f"stored as {_short(target)}")
+        found: list[_Value] = []
+        for class_module, cls in classes:
+            for other, read, known in self._attribute_reads(class_module, cls, target.attr):
+                if not known:
+                    return self._step(
+                        other, read, f"stored as {_short(target)} of {cls.name}, read as {_short(read)}"
+                    )
+                found.append(value.to(other, read, (*value.steps, step), path))
+        return found
+
+    def _returned(self, value: _Value, returned: bool) -> list[_Value] | Step:
+        """`value` returned (or yielded) by its function: followed into that function's calls."""
+        module = value.module
+        function = self._innermost_def(module, value.node)
+        if function is None:
+            return []  # at module level: a syntax error CPython reports
+        if not returned:
+            return self._at(value, f"yielded by {function.name}")
+        step = self._at(value, f"returned by {function.name}")
+        references = self._references(module, module.scope_of(function)[:-1], function)
+        calls: list[_Value] = []
+        for other, ref, _, _ in references:
+            call = self._tree(other).parent.get(id(ref))
+            if not (isinstance(call, ast.Call) and call.func is ref):
+                return self._step(other, ref, f"returned by {function.name}, which is handed on")
+            calls.append(value.to(other, call, (*value.steps, step)))
+        if not calls:
+            return self._at(value, f"returned by {function.name}, called nowhere seen")
+        return calls
+
+    def _subscripted(self, value: _Value, subscript: ast.Subscript) -> list[_Value] | Step:
+        path = value.path
+        if not path or isinstance(subscript.ctx, ast.Store):
+            return []
+        key = subscript.slice
+        if isinstance(path[0], int) and isinstance(key, ast.Constant) and isinstance(key.value, int):
+            return [self._moved(value, subscript, path[1:])] if key.value == path[0] else []
+        return [self._moved(value, subscript, path[1:])]
+
+    def _attribute_of(self, value: _Value, attribute: ast.Attribute) -> list[_Value] | Step:
+        """An attribute of the value: a container's lookup methods give an element, an instance's
+        method `value.instance` read is the function itself; the rest is something else."""
+        tree = self._tree(value.module)
+        call = tree.parent.get(id(attribute))
+        called = isinstance(call, ast.Call) and call.func is attribute
+        if value.instance is not None:
+            if called or attribute.attr != value.instance:
+                return []
+            return [_Value(value.module, attribute, value.steps, value.path)]
+        if not value.path or not called:
+            return []
+        assert isinstance(call, ast.Call)
+        if attribute.attr in ("get", "pop", "setdefault", "values", "copy"):
+            rest = value.path[1:] if attribute.attr in ("get", "pop", "setdefault") else value.path
+            return [value.to(value.module, call, value.steps, rest)]
+        if attribute.attr == "items":
+            return [value.to(value.module, call, value.steps, ("*", 1, *value.path[1:]))]
+        return []
+
+    # ---- references -----------------------------------------------------------------
+
+    def _references(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> list[_Ref]:
+        """The expressions naming `function` (a def, in `scope`)."""
+        assert isinstance(function, FUNCTIONS)
+        if scope and isinstance(scope[-1], ast.ClassDef):
+            return self._method_references(module, scope, function)
+        if scope:  # nested: named in its enclosing function only
+            return [(module, n, None, False) for n in self._loads(module, function.name, scope[-1])]
+        return self._name_references(module, function.name, 0, set())
+
+    def _name_references(self, module: Symbols, name: str, depth: int, asked: set[tuple[str, str]]) -> list[_Ref]:
+        """The reads of module-level `name` of `module`: in the module, and in the modules importing
+        it (under another name too, and through re-exports), or reading it off the module object."""
+        asked.add((module.path, name))
+        found: list[_Ref] = [(module, n, None, False) for n in self._loads(module, name, None)]
+        if not self.roots or depth > _DEPTH:
+            return found
+        stem = os.path.splitext(os.path.basename(module.path))[0]
+        package = os.path.basename(os.path.dirname(module.path))
+        for path in self._candidates(module.path, (name, package if stem == "__init__" else stem, package)):
+            other = self._module(path)
+            if other is None or other is module:
+                continue
+            for local, (dotted, level) in other.targets.items():
+                if (other.path, local) not in asked and self._binds(other, dotted, level, module, name, 0):
+                    found += self._name_references(other, local, depth + 1, asked)
+            found += self._module_attribute_reads(other, module, name)
+        return found
+
+    def _binds(self, importer: Symbols, dotted: str, level: int, module: Symbols, name: str, depth: int) -> bool:
+        """Whether `from <dotted's module> import <its last name>` in `importer` binds module-level
+        `name` of `module`, itself or re-exported (`from .losses import f` in an `__init__`)."""
+        source, _, imported = dotted.rpartition(".")
+        path = find_module(importer.path, source, level) if level or source else None
+        if path is None:
+            return False
+        if path == module.path:
+            return imported == name
+        other = self._module(path) if depth < _DEPTH else None
+        if other is None or imported not in other.targets:
+            return False
+        return self._binds(other, *other.targets[imported], module, name, depth + 1)
+
+    def _module_attribute_reads(self, other: Symbols, module: Symbols, name: str) -> list[_Ref]:
+        """`mod.name` (or `pkg.mod.name`) in `other`, `mod` being `module` imported, and
+        `getattr(mod, key)` where the key may be `name` (a computed one: a lookup)."""
+        tree = self._tree(other)
+        found: list[_Ref] = [
+            (other, attribute, None, False)
+            for attribute in tree.attributes.get(name, [])
+            if isinstance(attribute.ctx, ast.Load) and self._names_module(other, attribute.value, module)
+        ]
+        for call in self._getattr_calls(other):
+            if self._names_module(other, call.args[0], module) and _may_look_up(call, name):
+                found.append((other, call, None, _computed(call)))
+        return found
+
+    def _names_module(self, other: Symbols, node: ast.expr, module: Symbols) -> bool:
+        dotted = _dotted(node)
+        if dotted is None:
+            return False
+        head, _, rest = dotted.partition(".")
+        if head not in other.targets:
+            return False
+        target, level = other.targets[head]
+        full = f"{target}.{rest}" if rest else target
+        return find_module(other.path, full, level) == module.path
+
+    def _method_references(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> list[_Ref]:
+        """`self.m`, `cls.m`, `super().m` in the class and its subclasses, `Class.m` where the class is
+        named, `getattr(self, key)` there; and the instances of a functor's class."""
+        assert isinstance(function, FUNCTIONS) and isinstance(scope[-1], ast.ClassDef)
+        name, cls = function.name, scope[-1]
+        family = self._family(module, cls, top_level=len(scope) == 1)
+        members = {id(c) for _, c in family}
+        found: list[_Ref] = []
+        for other in dict.fromkeys(m for m, _ in family):
+            tree = self._tree(other)
+
+            def mine(receiver: ast.expr, at: ast.AST, tree: _Tree = tree, other: Symbols = other) -> bool:
+                if isinstance(receiver, ast.Name) and receiver.id in _SELF or (
+                    isinstance(receiver, ast.Call) and last_name(receiver.func) == "super"
+                ):
+                    classes = [s for s in tree.scope.get(id(at), ()) if isinstance(s, ast.ClassDef)]
+                    return bool(classes) and id(classes[-1]) in members
+                return any(id(c) in members for _, c in self._classes(other, receiver))
+
+            found += [
+                (other, attribute, None, False)
+                for attribute in tree.attributes.get(name, [])
+                if isinstance(attribute.ctx, ast.Load) and mine(attribute.value, attribute)
+            ]
+            found += [
+                (other, call, None, _computed(call))
+                for call in self._getattr_calls(other)
+                if _may_look_up(call, name) and mine(call.args[0], call)
+            ]
+        if name == "__call__" or (name == "forward" and not self._methods(module, cls, "__call__", 0)):
+            for other in dict.fromkeys(m for m, _ in family):
+                tree = self._tree(other)
+                for _, member in family:
+                    for node in [*tree.names.get(member.name, []), *tree.attributes.get(member.name, [])]:
+                        call = tree.parent.get(id(node))
+                        if (
+                            isinstance(call, ast.Call)
+                            and call.func is node
+                            and any(c is member for _, c in self._classes(other, node))
+                        ):
+                            found.append((other, call, name, False))
+        found.sort(key=lambda f: (f[0].path != module.path, f[0].path, f[1].lineno, f[1].col_offset))
+        return found
+
+    def _family(self, module: Symbols, cls: ast.ClassDef, top_level: bool) -> list[tuple[Symbols, ast.ClassDef]]:
+        """`cls` and its subclasses: in its module and, for a module-level class, in the modules naming it."""
+        family = [(module, cls)]
+        if top_level:
+            family += [(module, module.classes[name]) for name in derived_classes(module.classes, cls.name)]
+            for path in self._candidates(module.path, (cls.name,)):
+                other = self._module(path)
+                if other is None or other is module:
+                    continue
+                for subclass in other.classes.values():
+                    if any(c is cls for base in subclass.bases for _, c in self._classes(other, base)):
+                        family.append((other, subclass))
+                        family += [(other, other.classes[n]) for n in derived_classes(other.classes, subclass.name)]
+        return family
+
+    def _attribute_reads(
+        self, module: Symbols, cls: ast.ClassDef, attr: str
+    ) -> Iterator[tuple[Symbols, ast.Attribute, bool]]:
+        """The reads of attribute `attr` of the instances of `cls`: `self.attr` in it and its subclasses
+        (known: True), and `x.attr` on another receiver in the modules naming the class (False)."""
+        family = self._family(module, cls, top_level=cls in module.classes.values())
+        members = {id(c) for _, c in family}
+        for other in dict.fromkeys(m for m, _ in family):
+            tree = self._tree(other)
+            for read in tree.attributes.get(attr, []):
+                if not isinstance(read.ctx, ast.Load):
+                    continue
+                receiver = read.value
+                if isinstance(receiver, ast.Name) and receiver.id in _SELF:
+                    scopes = tree.scope.get(id(read), ())
+                    classes = [s for s in scopes if isinstance(s, ast.ClassDef)]
+                    if classes and id(classes[-1]) in members:
+                        yield other, read, True
+                else:
+                    yield other, read, False
+
+    def _decorated_escape(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> Step | None:
+        """A decorator from outside the project that files the function in a registry
+        (`@LOSSES.register_module()`): the function escapes there. Other decorators wrap it and
+        are rebound to its name, which is followed."""
+        assert isinstance(function, FUNCTIONS)
+        for decorator in function.decorator_list:
+            callee = decorator.func if isinstance(decorator, ast.Call) else decorator
+            name = (last_name(callee) or "").lower()
+            if _REGISTERING in name and not self._resolve(module, list(scope), callee):
+                return self._step(module, decorator, f"registered by @{_short(callee)}")
+        return None
+
+    # ---- small readings -------------------------------------------------------------
+
+    def _tree(self, module: Symbols) -> _Tree:
+        tree = self._trees.get(id(module.tree))
+        if tree is None:
+            tree = self._trees[id(module.tree)] = _Tree(module.tree)
+        return tree
+
+    def _loads(self, module: Symbols, name: str, within: ast.AST | None) -> list[ast.Name]:
+        """The reads of `name` in `within` (a function; None: the module), not those in a nested
+        function binding the name itself."""
+        tree = self._tree(module)
+        found = []
+        for node in tree.names.get(name, []):
+            if not isinstance(node.ctx, ast.Load):
+                continue
+            scopes = tree.scope.get(id(node), ())
+            if within is not None and not any(s is within for s in scopes):
+                continue
+            inner = scopes[scopes.index(within) + 1 :] if within is not None else scopes
+            if any(isinstance(s, (*FUNCTIONS, ast.Lambda)) and name in self._bound(s) for s in inner):
+                continue
+            found.append(node)
+        return found
+
+    def _bound(self, function: ast.AST) -> set[str]:
+        names = self._bound_names.get(id(function))
+        if names is None:
+            arguments = function.args  # type: ignore[attr-defined]
+            names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+            names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+            if not isinstance(function, ast.Lambda):
+                names |= bound_names(ast.walk(function)) - {function.name}  # type: ignore[attr-defined]
+            self._bound_names[id(function)] = names
+        return names
+
+    def _getattr_calls(self, module: Symbols) -> Iterator[ast.Call]:
+        tree = self._tree(module)
+        for name in tree.names.get("getattr", []):
+            call = tree.parent.get(id(name))
+            if isinstance(call, ast.Call) and call.func is name and len(call.args) >= 2:
+                yield call
+
+    def _innermost_def(self, module: Symbols, node: ast.AST) -> ast.AST | None:
+        scopes = self._tree(module).scope.get(id(node), ())
+        return next((s for s in reversed(scopes) if isinstance(s, FUNCTIONS)), None)
+
+    def _scope_list(self, module: Symbols, node: ast.AST) -> list[ast.AST]:
+        return [s for s in self._tree(module).scope.get(id(node), ()) if not isinstance(s, ast.Lambda)]
+
+    def _candidates(self, path: str, words: tuple[str, ...]) -> list[str]:
+        """The files of `path`'s project holding `words[0]` and one of the others (or `words[0]`
+        alone), each read once for every question about it. All of them are dependencies."""
+        root = next((r for r in self.roots if path.startswith(r + os.sep)), None)
+        if root is None:
+            return []
+        if root not in self._project_files:
+            self._project_files[root] = list(python_files(root))
+        found = []
+        for other in self._project_files[root]:
+            data = self._texts.get(other)
+            if data is None:
+                data = self._texts[other] = text_of(other)
+            if words[0].encode() in data and (len(words) == 1 or any(w.encode() in data for w in words[1:])):
+                found.append(other)
+        return found
+
+    def files(self) -> list[str]:
+        """The other files read: what the answers depend on."""
+        return sorted(path for path in self._parsed if path != self._path)
+
+
+def _is_method(module: Symbols, function: ast.AST) -> bool:
+    scope = module.scope_of(function)
+    return len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
+
+
+def _computed(call: ast.Call) -> bool:
+    """Whether the key of `getattr(obj, key)` is computed: not a string constant."""
+    key = call.args[1]
+    return not (isinstance(key, ast.Constant) and isinstance(key.value, str))
+
+
+def _may_look_up(call: ast.Call, name: str) -> bool:
+    """Whether `getattr(obj, key)` may look up `name`: a computed key, or `name` itself."""
+    return _computed(call) or call.args[1].value == name  # type: ignore[attr-defined]
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return None if inner is None else f"{inner}.{node.attr}"
+    return None
+
+
+def _short(node: ast.AST) -> str:
+    text = ast.unparse(node).replace("\n", " ")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
