@@ -36,13 +36,14 @@ import ast
 import dataclasses
 import os
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from .files import find_module, python_files
 from .modules import text_of
 from .nodes import bound_names, last_name, parameters, positional
 from .reach import ESCAPES, UNREACHED_REACH, Reach, Step
 from .resolve import Resolver
-from .symbols import FUNCTIONS, PARSE_ERRORS, Symbols, derived_classes
+from .symbols import FUNCTIONS, PARSE_ERRORS, Symbols
 
 # Calls that look at a function value without keeping it (`callable(f)`, `functools.wraps(f)`).
 INSPECTING = frozenset(
@@ -61,10 +62,21 @@ _DEPTH = 3  # re-exports under another name followed this deep
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SELF = ("self", "cls")
 
-Path = tuple[int | str, ...]  # where the value is in a container: () the value itself, "*" any element
-# A reference to a function: (module, expression, the method an instance made there runs when
-# called, whether it is a `getattr` with a computed key).
-_Ref = tuple[Symbols, ast.expr, str | None, bool]
+# How the value is got from the expression: () it is the value; an index (or "*", any) of a
+# container holding it; CALLED: calling it gives the value (a function returning it).
+Path = tuple[int | str, ...]
+CALLED = "()"
+_FUNCTOR = ("__call__", "forward")  # the method an instance runs when called (`Resolver._resolve`)
+
+
+class _Ref(NamedTuple):
+    """An expression naming a function."""
+
+    module: Symbols
+    node: ast.expr
+    instance: str | None = None  # an instance of the method's class (`C(...)`), whose method it is
+    functor: bool = False  # calling the instance runs the method
+    lookup: bool = False  # a `getattr` whose key is computed: it may give the function
 
 
 class _Tree:
@@ -99,11 +111,25 @@ class _Value:
     node: ast.AST
     steps: tuple[Step, ...]
     path: Path = ()
-    instance: str | None = None  # an instance of the class: calling it runs this method
+    instance: str | None = None  # an instance of the class whose method `instance` is the function
+    functor: bool = False  # calling the instance runs that method
     lookup: bool = False  # a `getattr` whose key is computed: it may give the function
+    # Its escapes do not count: an instance of a class, whose one method is the function, may go
+    # anywhere; only that method read off it (`obj.m`) is the function's value.
+    soft: bool = False
+
+    @classmethod
+    def of(cls, ref: _Ref, steps: tuple[Step, ...] = (), path: Path = (), soft: bool = False) -> _Value:
+        return cls(ref.module, ref.node, steps, path, ref.instance, ref.functor, ref.lookup, soft)
 
     def to(self, module: Symbols, node: ast.AST, steps: tuple[Step, ...], path: Path | None = None) -> _Value:
-        return _Value(module, node, steps, self.path if path is None else path, self.instance)
+        return dataclasses.replace(
+            self, module=module, node=node, steps=steps, path=self.path if path is None else path, lookup=False
+        )
+
+    def result(self, call: ast.Call) -> _Value:
+        """What calling the value at `call` gives, where `path` says it gives the value."""
+        return _Value(self.module, call, self.steps, self.path[1:])
 
 
 class Escapes(Resolver):
@@ -133,7 +159,8 @@ class Escapes(Resolver):
                 escaped = self._decorated_escape(module, scope, function)
                 if escaped is not None:
                     return Reach(ESCAPES, (escaped,))
-                starts += [_Value(m, node, (), (), i, lookup) for m, node, i, lookup in self._references(module, scope, function)]
+                refs = self._references(module, scope, function)
+                starts += [_Value.of(ref, soft=ref.instance is not None and not ref.functor) for ref in refs]
         tree = self._tree(module)
         starts += [
             _Value(module, node, ())
@@ -141,6 +168,25 @@ class Escapes(Resolver):
             if isinstance(node, ast.Lambda) and node.lineno == line and id(node) in tree.parent
         ]
         return self._follow(starts)
+
+    def named_at(self, line: int) -> list[Step]:
+        """The references to the innermost function around `line` of the checked file that are not
+        calls of it (what `of` follows), each as a step (`explain`)."""
+        module = self._parsed.get(self._path)
+        around = [
+            (scope, f) for scope, f in (module.scoped if module else []) if f.lineno <= line <= (f.end_lineno or 0)
+        ]
+        if module is None or not around:
+            return []
+        scope, function = max(around, key=lambda found: found[1].lineno)
+        named = []
+        for ref in self._references(module, scope, function):
+            parent = self._tree(ref.module).parent.get(id(ref.node))
+            if ref.instance is None and isinstance(parent, ast.Call) and parent.func is ref.node:
+                continue
+            what = "an instance made here" if ref.instance else "looked up here" if ref.lookup else "named here"
+            named.append(self._step(ref.module, ref.node, what))
+        return named
 
     # ---- following ------------------------------------------------------------------
 
@@ -156,9 +202,10 @@ class Escapes(Resolver):
             if len(seen) > _BUDGET:
                 return Reach(ESCAPES, (*value.steps, self._at(value, "the analysis' bound reached")))
             found = self._uses(value)
-            if isinstance(found, Step):
+            if isinstance(found, Step) and not value.soft:
                 return Reach(ESCAPES, (*value.steps, found))
-            stack.extend(reversed(found))
+            if isinstance(found, list):
+                stack.extend(reversed(found))
         return UNREACHED_REACH
 
     def _uses(self, value: _Value) -> list[_Value] | Step:
@@ -171,8 +218,9 @@ class Escapes(Resolver):
         if isinstance(parent, ast.keyword):
             return self._passed(value, tree.parent[id(parent)], parent.arg)
         if isinstance(parent, ast.Call):
-            if node is parent.func:
-                return []  # called: runs here, its result is something else
+            if node is parent.func:  # called: runs here; its result is the value only where `path` says so
+                runs = value.instance is None or value.functor
+                return [value.result(parent)] if runs and path[:1] == (CALLED,) else []
             if isinstance(node, ast.Starred) or node not in parent.args:
                 return []
             return self._passed(value, parent, parent.args.index(node))
@@ -198,13 +246,14 @@ class Escapes(Resolver):
             return self._subscripted(value, parent)
         if isinstance(parent, ast.Attribute) and node is parent.value:
             return self._attribute_of(value, parent)
+        held = path[:1] not in ((), (CALLED,)) and value.instance is None  # a container holds it
         if isinstance(parent, (ast.For, ast.AsyncFor)) and node is parent.iter:
-            return self._store(value, parent.target, path[1:]) if path else []
+            return self._store(value, parent.target, path[1:]) if held else []
         if isinstance(parent, ast.comprehension) and node is parent.iter:
-            return self._at(value, "iterated in a comprehension") if path else []
+            return self._at(value, "iterated in a comprehension") if held else []
         if isinstance(parent, ast.Lambda):
             return self._at(value, "returned by a lambda")
-        if isinstance(parent, (ast.Starred, ast.Global, ast.Nonlocal)) or parent is None:
+        if isinstance(parent, ast.Starred):
             return self._at(value, "unpacked here")
         if isinstance(parent, ast.Dict):  # a key
             return []
@@ -226,7 +275,7 @@ class Escapes(Resolver):
         shown_callee = _short(callee)
         if where is None:
             return self._step(module, call, f"unpacked into {shown_callee}(**...)")
-        if where == 0 and name == "partial" and not path:
+        if where == 0 and name == "partial" and path[:1] in ((), (CALLED,)) and value.instance is None:
             return [self._moved(value, call, path, "bound by partial")]
         if name in INSPECTING:
             return []
@@ -267,12 +316,13 @@ class Escapes(Resolver):
                     continue  # no such parameter: the call fails, nothing is handed over
                 return self._step(module, call, f"passed to {function.name} as *{rest.arg}")
             step = self._step(module, call, f"passed as {parameter} to {function.name}")
-            found += [value.to(target_module, load, (*value.steps, step)) for load in self._loads(target_module, parameter, function)]
+            found += [
+                value.to(target_module, load, (*value.steps, step))
+                for load in self._loads(target_module, parameter, function)
+            ]
         return found
 
-    def _store(
-        self, value: _Value, target: ast.AST, path: Path, what: str | None = None
-    ) -> list[_Value] | Step:
+    def _store(self, value: _Value, target: ast.AST, path: Path, what: str | None = None) -> list[_Value] | Step:
         """`value` (at `path` in it) stored into `target`."""
         module = value.module
         if isinstance(target, ast.Name):
@@ -281,9 +331,12 @@ class Escapes(Resolver):
             function = self._innermost_def(module, target)
             if function is not None:
                 return [value.to(module, load, steps, path) for load in self._loads(module, target.id, function)]
-            return [value.to(m, ref, steps, path) for m, ref, _, _ in self._name_references(module, target.id, 0, set())]
+            return [
+                value.to(ref.module, ref.node, steps, path)
+                for ref in self._name_references(module, target.id, 0, set())
+            ]
         if isinstance(target, (ast.Tuple, ast.List)):
-            if not path:
+            if path[:1] in ((), (CALLED,)) or value.instance is not None:
                 return []
             head, rest = path[0], path[1:]
             chosen = target.elts if head == "*" else target.elts[head : head + 1]
@@ -320,9 +373,7 @@ class Escapes(Resolver):
         for class_module, cls in classes:
             for other, read, known in self._attribute_reads(class_module, cls, target.attr):
                 if not known:
-                    return self._step(
-                        other, read, f"stored as {_short(target)} of {cls.name}, read as {_short(read)}"
-                    )
+                    return self._step(other, read, f"stored as {_short(target)} of {cls.name}, read as {_short(read)}")
                 found.append(value.to(other, read, (*value.steps, step), path))
         return found
 
@@ -335,20 +386,15 @@ class Escapes(Resolver):
         if not returned:
             return self._at(value, f"yielded by {function.name}")
         step = self._at(value, f"returned by {function.name}")
-        references = self._references(module, module.scope_of(function)[:-1], function)
-        calls: list[_Value] = []
-        for other, ref, _, _ in references:
-            call = self._tree(other).parent.get(id(ref))
-            if not (isinstance(call, ast.Call) and call.func is ref):
-                return self._step(other, ref, f"returned by {function.name}, which is handed on")
-            calls.append(value.to(other, call, (*value.steps, step)))
-        if not calls:
-            return self._at(value, f"returned by {function.name}, called nowhere seen")
-        return calls
+        calls = [
+            _Value.of(ref, (*value.steps, step), (CALLED, *value.path))
+            for ref in self._references(module, module.scope_of(function)[:-1], function)
+        ]
+        return calls or self._at(value, f"returned by {function.name}, called nowhere seen")
 
     def _subscripted(self, value: _Value, subscript: ast.Subscript) -> list[_Value] | Step:
         path = value.path
-        if not path or isinstance(subscript.ctx, ast.Store):
+        if path[:1] in ((), (CALLED,)) or value.instance is not None or isinstance(subscript.ctx, ast.Store):
             return []
         key = subscript.slice
         if isinstance(path[0], int) and isinstance(key, ast.Constant) and isinstance(key.value, int):
@@ -361,11 +407,12 @@ class Escapes(Resolver):
         tree = self._tree(value.module)
         call = tree.parent.get(id(attribute))
         called = isinstance(call, ast.Call) and call.func is attribute
-        if value.instance is not None:
-            if called or attribute.attr != value.instance:
+        if value.instance is not None:  # its method read: the function (called: what it returns)
+            if attribute.attr != value.instance:
                 return []
-            return [_Value(value.module, attribute, value.steps, value.path)]
-        if not value.path or not called:
+            method = _Value(value.module, attribute, value.steps, value.path)
+            return [method.result(call)] if called and value.path[:1] == (CALLED,) else [] if called else [method]
+        if value.path[:1] in ((), (CALLED,)) or not called:
             return []
         assert isinstance(call, ast.Call)
         if attribute.attr in ("get", "pop", "setdefault", "values", "copy"):
@@ -383,14 +430,14 @@ class Escapes(Resolver):
         if scope and isinstance(scope[-1], ast.ClassDef):
             return self._method_references(module, scope, function)
         if scope:  # nested: named in its enclosing function only
-            return [(module, n, None, False) for n in self._loads(module, function.name, scope[-1])]
+            return [_Ref(module, n) for n in self._loads(module, function.name, scope[-1])]
         return self._name_references(module, function.name, 0, set())
 
     def _name_references(self, module: Symbols, name: str, depth: int, asked: set[tuple[str, str]]) -> list[_Ref]:
         """The reads of module-level `name` of `module`: in the module, and in the modules importing
         it (under another name too, and through re-exports), or reading it off the module object."""
         asked.add((module.path, name))
-        found: list[_Ref] = [(module, n, None, False) for n in self._loads(module, name, None)]
+        found: list[_Ref] = [_Ref(module, n) for n in self._loads(module, name, None)]
         if not self.roots or depth > _DEPTH:
             return found
         stem = os.path.splitext(os.path.basename(module.path))[0]
@@ -424,13 +471,13 @@ class Escapes(Resolver):
         `getattr(mod, key)` where the key may be `name` (a computed one: a lookup)."""
         tree = self._tree(other)
         found: list[_Ref] = [
-            (other, attribute, None, False)
+            _Ref(other, attribute)
             for attribute in tree.attributes.get(name, [])
             if isinstance(attribute.ctx, ast.Load) and self._names_module(other, attribute.value, module)
         ]
         for call in self._getattr_calls(other):
             if self._names_module(other, call.args[0], module) and _may_look_up(call, name):
-                found.append((other, call, None, _computed(call)))
+                found.append(_Ref(other, call, lookup=_computed(call)))
         return found
 
     def _names_module(self, other: Symbols, node: ast.expr, module: Symbols) -> bool:
@@ -445,84 +492,78 @@ class Escapes(Resolver):
         return find_module(other.path, full, level) == module.path
 
     def _method_references(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> list[_Ref]:
-        """`self.m`, `cls.m`, `super().m` in the class and its subclasses, `Class.m` where the class is
-        named, `getattr(self, key)` there; and the instances of a functor's class."""
+        """`self.m`, `cls.m`, `super().m` in the class and its subclasses, `Class.m` wherever the class
+        is named, `getattr(self, key)` and `getattr(Class, key)`; and, for a functor's method, every
+        instance made of the class (`Class(...)`)."""
         assert isinstance(function, FUNCTIONS) and isinstance(scope[-1], ast.ClassDef)
         name, cls = function.name, scope[-1]
-        family = self._family(module, cls, top_level=len(scope) == 1)
-        members = {id(c) for _, c in family}
+        family, named = self._family(module, cls)
+        functor = name == _FUNCTOR[0] or (name == _FUNCTOR[1] and not self._methods(module, cls, _FUNCTOR[0], 0))
         found: list[_Ref] = []
         for other in dict.fromkeys(m for m, _ in family):
             tree = self._tree(other)
-
-            def mine(receiver: ast.expr, at: ast.AST, tree: _Tree = tree, other: Symbols = other) -> bool:
-                if isinstance(receiver, ast.Name) and receiver.id in _SELF or (
-                    isinstance(receiver, ast.Call) and last_name(receiver.func) == "super"
-                ):
-                    classes = [s for s in tree.scope.get(id(at), ()) if isinstance(s, ast.ClassDef)]
-                    return bool(classes) and id(classes[-1]) in members
-                return any(id(c) in members for _, c in self._classes(other, receiver))
-
-            found += [
-                (other, attribute, None, False)
-                for attribute in tree.attributes.get(name, [])
-                if isinstance(attribute.ctx, ast.Load) and mine(attribute.value, attribute)
-            ]
-            found += [
-                (other, call, None, _computed(call))
-                for call in self._getattr_calls(other)
-                if _may_look_up(call, name) and mine(call.args[0], call)
-            ]
-        if name == "__call__" or (name == "forward" and not self._methods(module, cls, "__call__", 0)):
-            for other in dict.fromkeys(m for m, _ in family):
-                tree = self._tree(other)
-                for _, member in family:
-                    for node in [*tree.names.get(member.name, []), *tree.attributes.get(member.name, [])]:
-                        call = tree.parent.get(id(node))
-                        if (
-                            isinstance(call, ast.Call)
-                            and call.func is node
-                            and any(c is member for _, c in self._classes(other, node))
-                        ):
-                            found.append((other, call, name, False))
-        found.sort(key=lambda f: (f[0].path != module.path, f[0].path, f[1].lineno, f[1].col_offset))
+            for attribute in tree.attributes.get(name, []):
+                if isinstance(attribute.ctx, ast.Load) and self._on_self(other, attribute.value, attribute, family):
+                    found.append(_Ref(other, attribute))
+            for call in self._getattr_calls(other):
+                if _may_look_up(call, name) and self._on_self(other, call.args[0], call, family):
+                    found.append(_Ref(other, call, lookup=_computed(call)))
+        for other, ref, _, _, lookup in named:
+            parent = self._tree(other).parent.get(id(ref))
+            if lookup:
+                if functor:  # a class looked up by a computed name, then made
+                    found.append(_Ref(other, ref, lookup=True))
+            elif isinstance(parent, ast.Attribute) and parent.attr == name and isinstance(parent.ctx, ast.Load):
+                found.append(_Ref(other, parent))
+            elif isinstance(parent, ast.Call) and parent.func is ref:  # an instance
+                found.append(_Ref(other, parent, name, functor))
+            elif _looks_up_on(parent, ref) and _may_look_up(parent, name):
+                found.append(_Ref(other, parent, lookup=_computed(parent)))
+        found.sort(key=lambda f: (f.module.path != module.path, f.module.path, f.node.lineno, f.node.col_offset))
         return found
 
-    def _family(self, module: Symbols, cls: ast.ClassDef, top_level: bool) -> list[tuple[Symbols, ast.ClassDef]]:
-        """`cls` and its subclasses: in its module and, for a module-level class, in the modules naming it."""
+    def _on_self(
+        self, module: Symbols, receiver: ast.expr, at: ast.AST, family: list[tuple[Symbols, ast.ClassDef]]
+    ) -> bool:
+        """Whether `receiver` is `self`, `cls` or `super()` in a method of a class of `family`."""
+        if not (
+            isinstance(receiver, ast.Name)
+            and receiver.id in _SELF
+            or isinstance(receiver, ast.Call)
+            and last_name(receiver.func) == "super"
+        ):
+            return False
+        classes = [s for s in self._tree(module).scope.get(id(at), ()) if isinstance(s, ast.ClassDef)]
+        return bool(classes) and any(classes[-1] is c for _, c in family)
+
+    def _family(self, module: Symbols, cls: ast.ClassDef) -> tuple[list[tuple[Symbols, ast.ClassDef]], list[_Ref]]:
+        """`cls` and its subclasses in the project, and every place naming one of them."""
         family = [(module, cls)]
-        if top_level:
-            family += [(module, module.classes[name]) for name in derived_classes(module.classes, cls.name)]
-            for path in self._candidates(module.path, (cls.name,)):
-                other = self._module(path)
-                if other is None or other is module:
-                    continue
-                for subclass in other.classes.values():
-                    if any(c is cls for base in subclass.bases for _, c in self._classes(other, base)):
-                        family.append((other, subclass))
-                        family += [(other, other.classes[n]) for n in derived_classes(other.classes, subclass.name)]
-        return family
+        named: list[_Ref] = []
+        for class_module, member in family:  # grows as subclasses are found
+            if member in class_module.classes.values():
+                refs = self._name_references(class_module, member.name, 0, set())
+            else:  # a class of a function: named in it
+                outer = self._innermost_def(class_module, member)
+                refs = [_Ref(class_module, n) for n in self._loads(class_module, member.name, outer)]
+            for ref in refs:
+                named.append(ref)
+                parent = self._tree(ref.module).parent.get(id(ref.node))
+                subclass = isinstance(parent, ast.ClassDef) and any(b is ref.node for b in parent.bases)
+                if subclass and all(parent is not c for _, c in family) and len(family) < _BUDGET:
+                    family.append((ref.module, parent))
+        return family, named
 
     def _attribute_reads(
         self, module: Symbols, cls: ast.ClassDef, attr: str
     ) -> Iterator[tuple[Symbols, ast.Attribute, bool]]:
         """The reads of attribute `attr` of the instances of `cls`: `self.attr` in it and its subclasses
         (known: True), and `x.attr` on another receiver in the modules naming the class (False)."""
-        family = self._family(module, cls, top_level=cls in module.classes.values())
-        members = {id(c) for _, c in family}
-        for other in dict.fromkeys(m for m, _ in family):
-            tree = self._tree(other)
-            for read in tree.attributes.get(attr, []):
-                if not isinstance(read.ctx, ast.Load):
-                    continue
-                receiver = read.value
-                if isinstance(receiver, ast.Name) and receiver.id in _SELF:
-                    scopes = tree.scope.get(id(read), ())
-                    classes = [s for s in scopes if isinstance(s, ast.ClassDef)]
-                    if classes and id(classes[-1]) in members:
-                        yield other, read, True
-                else:
-                    yield other, read, False
+        family, named = self._family(module, cls)
+        for other in dict.fromkeys([*(m for m, _ in family), *(ref.module for ref in named)]):
+            for read in self._tree(other).attributes.get(attr, []):
+                if isinstance(read.ctx, ast.Load):
+                    yield other, read, self._on_self(other, read.value, read, family)
 
     def _decorated_escape(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> Step | None:
         """A decorator from outside the project that files the function in a registry
@@ -613,6 +654,16 @@ def _is_method(module: Symbols, function: ast.AST) -> bool:
     return len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
 
 
+def _looks_up_on(node: ast.AST | None, receiver: ast.expr) -> bool:
+    """Whether `node` is `getattr(receiver, key, ...)`."""
+    return (
+        isinstance(node, ast.Call)
+        and last_name(node.func) == "getattr"
+        and len(node.args) >= 2
+        and node.args[0] is receiver
+    )
+
+
 def _computed(call: ast.Call) -> bool:
     """Whether the key of `getattr(obj, key)` is computed: not a string constant."""
     key = call.args[1]
@@ -636,5 +687,3 @@ def _dotted(node: ast.expr) -> str | None:
 def _short(node: ast.AST) -> str:
     text = ast.unparse(node).replace("\n", " ")
     return text if len(text) <= 40 else text[:37] + "..."
-
-
