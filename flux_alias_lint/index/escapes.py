@@ -442,7 +442,10 @@ class Escapes(Resolver):
             return found
         stem = os.path.splitext(os.path.basename(module.path))[0]
         package = os.path.basename(os.path.dirname(module.path))
-        for path in self._candidates(module.path, (name, package if stem == "__init__" else stem, package)):
+        words = (package if stem == "__init__" else stem, package)
+        naming = self._candidates(module.path, (name, *words))
+        looking_up = self._candidates(module.path, ("getattr", *words))  # `getattr(mod, key)` names no function
+        for path in sorted({*naming, *looking_up}):
             other = self._module(path)
             if other is None or other is module:
                 continue
