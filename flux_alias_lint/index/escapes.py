@@ -58,6 +58,14 @@ _ADDS = frozenset({"append", "add", "insert", "extend", "setdefault", "update", 
 # A library decorator with this word in its name files the function in a registry it keeps.
 _REGISTERING = "register"
 _BUDGET = 256  # values followed for one function before it counts as escaping
+_MODULES = 64  # modules parsed for one function before it counts as escaping
+_PATH = 3  # container levels and calls told apart in a path; deeper ones are one
+
+
+class _Bound(Exception):
+    """More modules than `_MODULES` were asked for."""
+
+
 _DEPTH = 3  # re-exports under another name followed this deep
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SELF = ("self", "cls")
@@ -142,6 +150,12 @@ class Escapes(Resolver):
         self._trees: dict[int, _Tree] = {}
         self._bound_names: dict[int, set[str]] = {}
         self._texts: dict[str, bytes] = {}
+        self._words: dict[tuple[str, str], set[str]] = {}
+        self._found: dict[tuple[str, str, int], str | None] = {}
+        self._parses = 0  # modules parsed for the function asked about
+        self._references_of: dict[int, list[_Ref]] = {}  # `_references`, by id of the def
+        self._derived: dict[tuple[int, int], bool] = {}  # `_derives`
+        self._families: dict[int, tuple[list[tuple[Symbols, ast.ClassDef]], list[_Ref]]] = {}  # `_family`
         try:
             self._parsed[path] = Symbols(ast.parse(text.removeprefix("\ufeff")), path)
         except PARSE_ERRORS:
@@ -153,6 +167,14 @@ class Escapes(Resolver):
         module = self._parsed.get(self._path)
         if module is None:
             return UNREACHED_REACH
+        self._parses = 0
+        try:
+            return self._of(module, line)
+        except _Bound:
+            where = next((f for _, f in module.scoped if f.lineno == line), module.tree)
+            return Reach(ESCAPES, (self._step(module, where, "the analysis' bound reached"),))
+
+    def _of(self, module: Symbols, line: int) -> Reach:
         starts: list[_Value] = []
         for scope, function in module.scoped:
             if function.lineno == line:
@@ -191,11 +213,18 @@ class Escapes(Resolver):
     # ---- following ------------------------------------------------------------------
 
     def _follow(self, starts: list[_Value]) -> Reach:
-        seen: set[tuple[int, Path, str | None]] = set()
+        seen: set[tuple[int, tuple[int | str, ...], str | None, bool]] = set()
         stack = list(reversed(starts))
         while stack:
             value = stack.pop()
-            key = (id(value.node), value.path, value.instance)
+            # Deep paths are one state: a function returning a lookup that may give itself would
+            # otherwise give `()()()...` without end.
+            key = (
+                id(value.node),
+                value.path[:_PATH] + (("...",) if len(value.path) > _PATH else ()),
+                value.instance,
+                value.lookup,
+            )
             if key in seen:
                 continue
             seen.add(key)
@@ -211,7 +240,7 @@ class Escapes(Resolver):
     def _uses(self, value: _Value) -> list[_Value] | Step:
         """Where the expression `value.node` goes: the values it flows into, or the step where it escapes."""
         module, node, path = value.module, value.node, value.path
-        if value.lookup:
+        if value.lookup:  # what it looks up is not known: the function among anything else
             return self._at(value, f"looked up by {_short(node)}")
         tree = self._tree(module)
         parent = tree.parent.get(id(node))
@@ -426,6 +455,11 @@ class Escapes(Resolver):
 
     def _references(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> list[_Ref]:
         """The expressions naming `function` (a def, in `scope`)."""
+        if id(function) not in self._references_of:
+            self._references_of[id(function)] = self._find_references(module, scope, function)
+        return self._references_of[id(function)]
+
+    def _find_references(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> list[_Ref]:
         assert isinstance(function, FUNCTIONS)
         if scope and isinstance(scope[-1], ast.ClassDef):
             return self._method_references(module, scope, function)
@@ -433,9 +467,12 @@ class Escapes(Resolver):
             return [_Ref(module, n) for n in self._loads(module, function.name, scope[-1])]
         return self._name_references(module, function.name, 0, set())
 
-    def _name_references(self, module: Symbols, name: str, depth: int, asked: set[tuple[str, str]]) -> list[_Ref]:
+    def _name_references(
+        self, module: Symbols, name: str, depth: int, asked: set[tuple[str, str]], lookups: bool = True
+    ) -> list[_Ref]:
         """The reads of module-level `name` of `module`: in the module, and in the modules importing
-        it (under another name too, and through re-exports), or reading it off the module object."""
+        it (under another name too, and through re-exports), or reading it off the module object
+        (`lookups`: by `getattr` with a computed key too; a class's own name is not asked so)."""
         asked.add((module.path, name))
         found: list[_Ref] = [_Ref(module, n) for n in self._loads(module, name, None)]
         if not self.roots or depth > _DEPTH:
@@ -444,22 +481,35 @@ class Escapes(Resolver):
         package = os.path.basename(os.path.dirname(module.path))
         words = (package if stem == "__init__" else stem, package)
         naming = self._candidates(module.path, (name, *words))
-        looking_up = self._candidates(module.path, ("getattr", *words))  # `getattr(mod, key)` names no function
-        for path in sorted({*naming, *looking_up}):
+        # Reading it off the module names the module; `getattr(mod, key)` does not name the function.
+        objects = set(self._candidates(module.path, (name, words[0])))
+        if lookups:
+            objects.update(self._candidates(module.path, ("getattr", words[0])))
+        for path in sorted({*naming, *objects}):
             other = self._module(path)
             if other is None or other is module:
                 continue
+            if path in objects:
+                found += self._module_attribute_reads(other, module, name)
             for local, (dotted, level) in other.targets.items():
-                if (other.path, local) not in asked and self._binds(other, dotted, level, module, name, 0):
-                    found += self._name_references(other, local, depth + 1, asked)
-            found += self._module_attribute_reads(other, module, name)
+                if (other.path, local) in asked or not self._binds(other, dotted, level, module, name, 0):
+                    continue
+                # An `__init__` re-exports what it imports, any module what it renames: their
+                # importers are searched too; any other importer's reads are its own.
+                if local != name or other.path.endswith(os.sep + "__init__.py"):
+                    found += self._name_references(other, local, depth + 1, asked, lookups)
+                else:
+                    asked.add((other.path, local))
+                    found += [_Ref(other, n) for n in self._loads(other, local, None)]
         return found
 
     def _binds(self, importer: Symbols, dotted: str, level: int, module: Symbols, name: str, depth: int) -> bool:
         """Whether `from <dotted's module> import <its last name>` in `importer` binds module-level
         `name` of `module`, itself or re-exported (`from .losses import f` in an `__init__`)."""
         source, _, imported = dotted.rpartition(".")
-        path = find_module(importer.path, source, level) if level or source else None
+        if imported != name:
+            return False
+        path = self._find(importer.path, source, level) if level or source else None
         if path is None:
             return False
         if path == module.path:
@@ -492,60 +542,117 @@ class Escapes(Resolver):
             return False
         target, level = other.targets[head]
         full = f"{target}.{rest}" if rest else target
-        return find_module(other.path, full, level) == module.path
+        return self._find(other.path, full, level) == module.path
 
     def _method_references(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> list[_Ref]:
-        """`self.m`, `cls.m`, `super().m` in the class and its subclasses, `Class.m` wherever the class
-        is named, `getattr(self, key)` and `getattr(Class, key)`; and, for a functor's method, every
-        instance made of the class (`Class(...)`)."""
+        """The reads of method `m`: `self.m`, `cls.m`, `super().m` in the class and its subclasses,
+        `Class.m`, `Class().m` and `x.m` where `x = Class(...)`, `getattr` on those with a computed key;
+        for a functor's method, every instance made of the class or a subclass (`Class(...)`)."""
         assert isinstance(function, FUNCTIONS) and isinstance(scope[-1], ast.ClassDef)
         name, cls = function.name, scope[-1]
-        family, named = self._family(module, cls)
         functor = name == _FUNCTOR[0] or (name == _FUNCTOR[1] and not self._methods(module, cls, _FUNCTOR[0], 0))
         found: list[_Ref] = []
-        for other in dict.fromkeys(m for m, _ in family):
+        if functor:  # the files of the class and its subclasses (a functor's method name is common)
+            family, named = self._family(module, cls)
+            files = [m.path for m in dict.fromkeys(m for m, _ in family)]
+        else:  # the files reading the name, whatever class they are in
+            named = []
+            others = self._candidates(module.path, (name,)) if cls in module.classes.values() else []
+            files = [module.path, *(p for p in others if p != module.path)]
+        for path in files:
+            other = self._module(path)
+            if other is None:
+                continue
             tree = self._tree(other)
             for attribute in tree.attributes.get(name, []):
-                if isinstance(attribute.ctx, ast.Load) and self._on_self(other, attribute.value, attribute, family):
+                if isinstance(attribute.ctx, ast.Load) and self._of_class(other, attribute.value, attribute, cls):
                     found.append(_Ref(other, attribute))
             for call in self._getattr_calls(other):
-                if _may_look_up(call, name) and self._on_self(other, call.args[0], call, family):
+                if _may_look_up(call, name) and self._of_class(other, call.args[0], call, cls):
                     found.append(_Ref(other, call, lookup=_computed(call)))
         for other, ref, _, _, lookup in named:
             parent = self._tree(other).parent.get(id(ref))
-            if lookup:
-                if functor:  # a class looked up by a computed name, then made
-                    found.append(_Ref(other, ref, lookup=True))
-            elif isinstance(parent, ast.Attribute) and parent.attr == name and isinstance(parent.ctx, ast.Load):
-                found.append(_Ref(other, parent))
+            if lookup:  # a class looked up by a computed name, then made
+                found.append(_Ref(other, ref, lookup=True))
             elif isinstance(parent, ast.Call) and parent.func is ref:  # an instance
                 found.append(_Ref(other, parent, name, functor))
-            elif _looks_up_on(parent, ref) and _may_look_up(parent, name):
-                found.append(_Ref(other, parent, lookup=_computed(parent)))
-        found.sort(key=lambda f: (f.module.path != module.path, f.module.path, f.node.lineno, f.node.col_offset))
-        return found
+        unique = {(id(f.node), f.instance): f for f in found}
+        return sorted(
+            unique.values(),
+            key=lambda f: (f.module.path != module.path, f.module.path, f.node.lineno, f.node.col_offset),
+        )
 
-    def _on_self(
-        self, module: Symbols, receiver: ast.expr, at: ast.AST, family: list[tuple[Symbols, ast.ClassDef]]
-    ) -> bool:
-        """Whether `receiver` is `self`, `cls` or `super()` in a method of a class of `family`."""
-        if not (
-            isinstance(receiver, ast.Name)
-            and receiver.id in _SELF
-            or isinstance(receiver, ast.Call)
-            and last_name(receiver.func) == "super"
+    def _of_class(self, module: Symbols, receiver: ast.expr, at: ast.AST, cls: ast.ClassDef) -> bool:
+        """Whether `receiver` (at `at`) is `cls` or a subclass, or an instance of one: `self`, `cls`,
+        `super()` in a method of one, the class named, made there (`Class()`), a name the function
+        binds to `Class(...)`, `self.attr` declared or made as one."""
+        scope = self._scope_list(module, at)
+        if (isinstance(receiver, ast.Name) and receiver.id in _SELF) or (
+            isinstance(receiver, ast.Call) and last_name(receiver.func) == "super"
         ):
-            return False
-        classes = [s for s in self._tree(module).scope.get(id(at), ()) if isinstance(s, ast.ClassDef)]
-        return bool(classes) and any(classes[-1] is c for _, c in family)
+            classes = [s for s in scope if isinstance(s, ast.ClassDef)]
+            return bool(classes) and self._derives(module, classes[-1], cls, 0)
+        made = [receiver.func] if isinstance(receiver, ast.Call) else [receiver]
+        if isinstance(receiver, ast.Name):
+            function = self._innermost_def(module, at)
+            made += [
+                stmt.value.func
+                for stmt in ast.walk(function or module.tree)
+                if isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Call)
+                and any(isinstance(t, ast.Name) and t.id == receiver.id for t in stmt.targets)
+            ]
+        classes = [c for node in made for c in self._class_of(module, node)]
+        classes += self._instance_classes(module, scope, receiver)
+        return any(self._derives(m, c, cls, 0) for m, c in classes)
+
+    def _class_of(self, module: Symbols, node: ast.expr) -> list[tuple[Symbols, ast.ClassDef]]:
+        """The class of the project `node` names (`Name`, `mod.Name`), through imports and re-exports."""
+        if isinstance(node, ast.Name) and node.id in module.classes:
+            return [(module, module.classes[node.id])]
+        if isinstance(node, ast.Name) and node.id in module.targets:
+            origin = self._origin(module, *module.targets[node.id], 0)
+            return [] if origin is None else self._class_of(origin[0], ast.Name(origin[1]))
+        dotted = _dotted(node.value) if isinstance(node, ast.Attribute) else None
+        if dotted is None or dotted.partition(".")[0] not in module.targets:
+            return []
+        head, _, rest = dotted.partition(".")
+        target, level = module.targets[head]
+        path = self._find(module.path, f"{target}.{rest}" if rest else target, level)
+        other = self._module(path) if path is not None else None
+        return [] if other is None else self._class_of(other, ast.Name(node.attr))  # type: ignore[attr-defined]
+
+    def _origin(self, importer: Symbols, dotted: str, level: int, depth: int) -> tuple[Symbols, str] | None:
+        """The module defining what `from <module> import <name>` binds, and the name there."""
+        source, _, name = dotted.rpartition(".")
+        path = self._find(importer.path, source, level) if level or source else None
+        other = self._module(path) if path is not None else None
+        if other is None:
+            return None
+        if name in other.targets and name not in other.classes and name not in other.defs and depth < _DEPTH:
+            return self._origin(other, *other.targets[name], depth + 1)
+        return other, name
+
+    def _derives(self, module: Symbols, cls: ast.ClassDef, base: ast.ClassDef, depth: int) -> bool:
+        """Whether `cls` (of `module`) is `base` or derives from it, through bases the project shows."""
+        if cls is base:
+            return True
+        key = (id(cls), id(base))
+        if key not in self._derived:
+            self._derived[key] = depth < _DEPTH * 2 and any(
+                self._derives(m, c, base, depth + 1) for b in cls.bases for m, c in self._class_of(module, b)
+            )
+        return self._derived[key]
 
     def _family(self, module: Symbols, cls: ast.ClassDef) -> tuple[list[tuple[Symbols, ast.ClassDef]], list[_Ref]]:
         """`cls` and its subclasses in the project, and every place naming one of them."""
+        if id(cls) in self._families:
+            return self._families[id(cls)]
         family = [(module, cls)]
         named: list[_Ref] = []
         for class_module, member in family:  # grows as subclasses are found
             if member in class_module.classes.values():
-                refs = self._name_references(class_module, member.name, 0, set())
+                refs = self._name_references(class_module, member.name, 0, set(), lookups=False)
             else:  # a class of a function: named in it
                 outer = self._innermost_def(class_module, member)
                 refs = [_Ref(class_module, n) for n in self._loads(class_module, member.name, outer)]
@@ -555,18 +662,30 @@ class Escapes(Resolver):
                 subclass = isinstance(parent, ast.ClassDef) and any(b is ref.node for b in parent.bases)
                 if subclass and all(parent is not c for _, c in family) and len(family) < _BUDGET:
                     family.append((ref.module, parent))
+        self._families[id(cls)] = family, named
         return family, named
 
     def _attribute_reads(
         self, module: Symbols, cls: ast.ClassDef, attr: str
     ) -> Iterator[tuple[Symbols, ast.Attribute, bool]]:
         """The reads of attribute `attr` of the instances of `cls`: `self.attr` in it and its subclasses
-        (known: True), and `x.attr` on another receiver in the modules naming the class (False)."""
-        family, named = self._family(module, cls)
-        for other in dict.fromkeys([*(m for m, _ in family), *(ref.module for ref in named)]):
+        (known: True), and `x.attr` on another receiver in its module and the modules naming the
+        class (False)."""
+        top = cls in module.classes.values()
+        others = self._candidates(module.path, (attr,)) if top else []
+        naming = set(self._candidates(module.path, (attr, cls.name))) if top else set()
+        for path in [module.path, *(p for p in others if p != module.path)]:
+            other = self._module(path)
+            if other is None:
+                continue
             for read in self._tree(other).attributes.get(attr, []):
-                if isinstance(read.ctx, ast.Load):
-                    yield other, read, self._on_self(other, read.value, read, family)
+                if not isinstance(read.ctx, ast.Load):
+                    continue
+                on_self = isinstance(read.value, ast.Name) and read.value.id in _SELF
+                if on_self and self._of_class(other, read.value, read, cls):
+                    yield other, read, True
+                elif not on_self and (other is module or path in naming):
+                    yield other, read, False
 
     def _decorated_escape(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> Step | None:
         """A decorator from outside the project that files the function in a registry
@@ -638,14 +757,34 @@ class Escapes(Resolver):
             return []
         if root not in self._project_files:
             self._project_files[root] = list(python_files(root))
-        found = []
-        for other in self._project_files[root]:
-            data = self._texts.get(other)
-            if data is None:
-                data = self._texts[other] = text_of(other)
-            if words[0].encode() in data and (len(words) == 1 or any(w.encode() in data for w in words[1:])):
-                found.append(other)
-        return found
+        files = self._project_files[root]
+        holding = [self._holding(root, files, word) for word in words]
+        return [f for f in files if f in holding[0] and (len(words) == 1 or any(f in h for h in holding[1:]))]
+
+    def _holding(self, root: str, files: list[str], word: str) -> set[str]:
+        key = (root, word)
+        if key not in self._words:
+            for other in files:
+                if other not in self._texts:
+                    self._texts[other] = text_of(other)
+            self._words[key] = {f for f in files if word.encode() in self._texts[f]}
+        return self._words[key]
+
+    def _find(self, importer: str, dotted: str, level: int) -> str | None:
+        """`files.find_module`, asked once for each importer's directory."""
+        key = (os.path.dirname(importer), dotted, level)
+        if key not in self._found:
+            self._found[key] = find_module(importer, dotted, level)
+        return self._found[key]
+
+    def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
+        """`Modules._module`, counting the modules parsed for one function: beyond `_MODULES`, its
+        references are not followed further (`_Bound`)."""
+        if path not in self._parsed:
+            self._parses += 1
+            if self._parses > _MODULES:
+                raise _Bound
+        return super()._module(path, data)
 
     def files(self) -> list[str]:
         """The other files read: what the answers depend on."""
