@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
+import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -58,7 +59,7 @@ _ADDS = frozenset({"append", "add", "insert", "extend", "setdefault", "update", 
 # A library decorator with this word in its name files the function in a registry it keeps.
 _REGISTERING = "register"
 _BUDGET = 256  # values followed for one function before it counts as escaping
-_MODULES = 64  # modules parsed for one function before it counts as escaping
+_MODULES = 32  # modules parsed for one function before it counts as escaping
 _PATH = 3  # container levels and calls told apart in a path; deeper ones are one
 
 
@@ -68,6 +69,7 @@ class _Bound(Exception):
 
 _DEPTH = 3  # re-exports under another name followed this deep
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SCOPE_KINDS = frozenset(_SCOPES)
 _SELF = ("self", "cls")
 
 # How the value is got from the expression: () it is the value; an index (or "*", any) of a
@@ -98,15 +100,20 @@ class _Tree:
         stack: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(tree, ())]
         while stack:
             node, scope = stack.pop()
-            inner = (*scope, node) if isinstance(node, _SCOPES) else scope
-            for child in ast.iter_child_nodes(node):
-                self.parent[id(child)] = node
-                self.scope[id(child)] = inner
-                if isinstance(child, ast.Name):
-                    self.names.setdefault(child.id, []).append(child)
-                elif isinstance(child, ast.Attribute):
-                    self.attributes.setdefault(child.attr, []).append(child)
-                stack.append((child, inner))
+            kind = type(node)
+            inner = (*scope, node) if kind in _SCOPE_KINDS else scope
+            for field in kind._fields:  # `ast.iter_child_nodes`, without its generator per node
+                value = getattr(node, field, None)
+                for child in value if type(value) is list else (value,):
+                    if not isinstance(child, ast.AST):
+                        continue
+                    self.parent[id(child)] = node
+                    self.scope[id(child)] = inner
+                    if type(child) is ast.Name:
+                        self.names.setdefault(child.id, []).append(child)
+                    elif type(child) is ast.Attribute:
+                        self.attributes.setdefault(child.attr, []).append(child)
+                    stack.append((child, inner))
         for nodes in (*self.names.values(), *self.attributes.values()):
             nodes.sort(key=lambda n: (n.lineno, n.col_offset))
 
@@ -140,6 +147,31 @@ class _Value:
         return _Value(self.module, call, self.steps, self.path[1:])
 
 
+Stamp = tuple[int, int]  # a file's (mtime_ns, size): what it was read at
+
+
+@dataclasses.dataclass
+class _Store:
+    """What the analyses of one process share about one project's files, each with the stamp it
+    was read at, reused only while the file's stamp is the same (a long-running editor session sees
+    every change)."""
+
+    texts: dict[str, tuple[Stamp, bytes]] = dataclasses.field(default_factory=dict)
+    parsed: dict[str, tuple[Stamp, Symbols | None]] = dataclasses.field(default_factory=dict)
+    trees: dict[str, tuple[Symbols, _Tree]] = dataclasses.field(default_factory=dict)
+
+
+_STORES: dict[tuple[str, ...], _Store] = {}
+
+
+def _stamp(path: str) -> Stamp | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 class Escapes(Resolver):
     """The project `roots` (none: the checked text alone) as the escape analysis reads it, with the
     checked file `path` read from `text` (an editor's buffer may differ from the disk)."""
@@ -152,7 +184,11 @@ class Escapes(Resolver):
         self._texts: dict[str, bytes] = {}
         self._words: dict[tuple[str, str], set[str]] = {}
         self._found: dict[tuple[str, str, int], str | None] = {}
-        self._parses = 0  # modules parsed for the function asked about
+        self._shared = _STORES.setdefault(tuple(roots), _Store()) if roots else _Store()
+        self._stamps: dict[str, Stamp | None] = {}  # each file's, asked once by this analysis
+        # The modules asked for the function being followed: beyond `_MODULES` it escapes. Every
+        # module asked counts, read before or not, so that the answer is the same in every process.
+        self._asked: set[str] = set()
         self._references_of: dict[int, list[_Ref]] = {}  # `_references`, by id of the def
         self._derived: dict[tuple[int, int], bool] = {}  # `_derives`
         self._families: dict[int, tuple[list[tuple[Symbols, ast.ClassDef]], list[_Ref]]] = {}  # `_family`
@@ -167,7 +203,10 @@ class Escapes(Resolver):
         module = self._parsed.get(self._path)
         if module is None:
             return UNREACHED_REACH
-        self._parses = 0
+        # What one function's answer computed beyond the files' readings is its own: the modules
+        # it asks for are counted afresh.
+        self._asked = set()
+        self._references_of, self._derived, self._families = {}, {}, {}
         try:
             return self._of(module, line)
         except _Bound:
@@ -480,9 +519,18 @@ class Escapes(Resolver):
         stem = os.path.splitext(os.path.basename(module.path))[0]
         package = os.path.basename(os.path.dirname(module.path))
         words = (package if stem == "__init__" else stem, package)
-        naming = self._candidates(module.path, (name, *words))
-        # Reading it off the module names the module; `getattr(mod, key)` does not name the function.
-        objects = set(self._candidates(module.path, (name, words[0])))
+        # An importer names it in a `from ... import`; reading it off the module names the module
+        # and `.name`; `getattr(mod, key)` does not name the function.
+        source = b"|".join(re.escape(w.encode()) for w in words)
+        imported = re.compile(
+            rb"from\s+(?:[\w.]*\b(?:"
+            + source
+            + rb")|\.+)\s+import\s+(?:\([^)]*|[^\n]*)\b"
+            + re.escape(name.encode())
+            + rb"\b"
+        )
+        naming = [p for p in self._candidates(module.path, (name, *words)) if imported.search(self._texts[p])]
+        objects = set(self._candidates(module.path, (f".{name}", words[0])))
         if lookups:
             objects.update(self._candidates(module.path, ("getattr", words[0])))
         for path in sorted({*naming, *objects}):
@@ -585,7 +633,7 @@ class Escapes(Resolver):
     def _of_class(self, module: Symbols, receiver: ast.expr, at: ast.AST, cls: ast.ClassDef) -> bool:
         """Whether `receiver` (at `at`) is `cls` or a subclass, or an instance of one: `self`, `cls`,
         `super()` in a method of one, the class named, made there (`Class()`), a name the function
-        binds to `Class(...)`, `self.attr` declared or made as one."""
+        binds to `Class(...)`."""
         scope = self._scope_list(module, at)
         if (isinstance(receiver, ast.Name) and receiver.id in _SELF) or (
             isinstance(receiver, ast.Call) and last_name(receiver.func) == "super"
@@ -603,7 +651,6 @@ class Escapes(Resolver):
                 and any(isinstance(t, ast.Name) and t.id == receiver.id for t in stmt.targets)
             ]
         classes = [c for node in made for c in self._class_of(module, node)]
-        classes += self._instance_classes(module, scope, receiver)
         return any(self._derives(m, c, cls, 0) for m, c in classes)
 
     def _class_of(self, module: Symbols, node: ast.expr) -> list[tuple[Symbols, ast.ClassDef]]:
@@ -704,7 +751,11 @@ class Escapes(Resolver):
     def _tree(self, module: Symbols) -> _Tree:
         tree = self._trees.get(id(module.tree))
         if tree is None:
-            tree = self._trees[id(module.tree)] = _Tree(module.tree)
+            shared = self._shared.trees.get(module.path) if module.path != self._path else None
+            tree = shared[1] if shared is not None and shared[0] is module else _Tree(module.tree)
+            self._trees[id(module.tree)] = tree
+            if module.path != self._path:
+                self._shared.trees[module.path] = module, tree
         return tree
 
     def _loads(self, module: Symbols, name: str, within: ast.AST | None) -> list[ast.Name]:
@@ -766,7 +817,7 @@ class Escapes(Resolver):
         if key not in self._words:
             for other in files:
                 if other not in self._texts:
-                    self._texts[other] = text_of(other)
+                    self._texts[other] = self._text(other)
             self._words[key] = {f for f in files if word.encode() in self._texts[f]}
         return self._words[key]
 
@@ -778,13 +829,39 @@ class Escapes(Resolver):
         return self._found[key]
 
     def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
-        """`Modules._module`, counting the modules parsed for one function: beyond `_MODULES`, its
-        references are not followed further (`_Bound`)."""
-        if path not in self._parsed:
-            self._parses += 1
-            if self._parses > _MODULES:
+        """`Modules._module`, counting the modules asked for one function (beyond `_MODULES`, its
+        references are not followed further: `_Bound`), from the process's store where the file
+        is as it was read."""
+        if path != self._path and path not in self._asked:
+            self._asked.add(path)
+            if len(self._asked) > _MODULES:
                 raise _Bound
-        return super()._module(path, data)
+        if path in self._parsed:
+            return self._parsed[path]
+        stamp = self._stamp_of(path)
+        stored = self._shared.parsed.get(path)
+        if stored is not None and stamp is not None and stored[0] == stamp:
+            self._parsed[path] = stored[1]
+            return stored[1]
+        module = super()._module(path, data)
+        if stamp is not None:
+            self._shared.parsed[path] = stamp, module
+        return module
+
+    def _text(self, path: str) -> bytes:
+        stamp = self._stamp_of(path)
+        stored = self._shared.texts.get(path)
+        if stored is not None and stamp is not None and stored[0] == stamp:
+            return stored[1]
+        data = text_of(path)
+        if stamp is not None:
+            self._shared.texts[path] = stamp, data
+        return data
+
+    def _stamp_of(self, path: str) -> Stamp | None:
+        if path not in self._stamps:
+            self._stamps[path] = _stamp(path)
+        return self._stamps[path]
 
     def files(self) -> list[str]:
         """The other files read: what the answers depend on."""
