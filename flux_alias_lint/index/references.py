@@ -107,6 +107,15 @@ def _stamp(path: str) -> Stamp | None:
     return st.st_mtime_ns, st.st_size
 
 
+# `from .mod import a, b as c` (or a parenthesised list), and `import a.b, c as d`, read from the text.
+_FROM_IMPORT = re.compile(rb"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+_IMPORT = re.compile(rb"^[ \t]*import[ \t]+([\w., \t]+)", re.M)
+
+
+def _imported(text: bytes, name: str) -> bool:
+    return any(name.encode() in re.split(rb"[\s,()]+", names) for _, _, names in _FROM_IMPORT.findall(text))
+
+
 class References(Resolver):
     """The project `roots` (none: the checked text alone) as the escape analysis reads it, with the
     checked file `path` read from `text` (an editor's buffer may differ from the disk)."""
@@ -167,20 +176,15 @@ class References(Resolver):
         stem = os.path.splitext(os.path.basename(module.path))[0]
         package = os.path.basename(os.path.dirname(module.path))
         words = (package if stem == "__init__" else stem, package)
-        # An importer names it in a `from ... import`; reading it off the module names the module
-        # and `.name`; `getattr(mod, key)` does not name the function.
-        source = b"|".join(re.escape(w.encode()) for w in words)
-        imported = re.compile(
-            rb"from\s+(?:[\w.]*\b(?:"
-            + source
-            + rb")|\.+)\s+import\s+(?:\([^)]*|[^\n]*)\b"
-            + re.escape(name.encode())
-            + rb"\b"
-        )
-        naming = [p for p in self._candidates(module.path, (name, *words)) if imported.search(self._texts[p])]
-        objects = set(self._candidates(module.path, (f".{name}", words[0])))
+        # An importer has a `from ... import name` of a module that is this one or may re-export it;
+        # reading it off the module imports the module; `getattr(mod, key)` does not name `name`.
+        # Told from the text, so that only these are parsed.
+        naming = [p for p in self._candidates(module.path, (name, *words)) if self._imports_name(p, module, name)]
+        objects = {p for p in self._candidates(module.path, (f".{name}", words[0])) if self._imports_module(p, module)}
         if lookups:
-            objects.update(self._candidates(module.path, ("getattr", words[0])))
+            objects.update(
+                p for p in self._candidates(module.path, ("getattr", words[0])) if self._imports_module(p, module)
+            )
         for path in sorted({*naming, *objects}):
             other = self._module(path)
             if other is None or other is module:
@@ -198,6 +202,31 @@ class References(Resolver):
                     asked.add((other.path, local))
                     found += [Ref(other, n) for n in self._loads(other, local, None)]
         return found
+
+    def _imports_name(self, path: str, module: Symbols, name: str) -> bool:
+        """Whether the text of `path` has a `from X import ..., name` with X this module, or a module
+        that itself imports `name` (a re-export)."""
+        for dots, source, names in _FROM_IMPORT.findall(self._texts[path]):
+            if name.encode() not in re.split(rb"[\s,()]+", names):
+                continue
+            found = self._find(path, source.decode(), len(dots))
+            if found == module.path or (found is not None and _imported(self._text(found), name)):
+                return True
+        return False
+
+    def _imports_module(self, path: str, module: Symbols) -> bool:
+        """Whether the text of `path` imports `module` itself (`import a.b`, `from a import b`)."""
+        text = self._texts[path]
+        for names in _IMPORT.findall(text):
+            for dotted in re.split(rb"\s*,\s*", names.strip()):
+                if self._find(path, dotted.split()[0].decode(), 0) == module.path:
+                    return True
+        for dots, source, names in _FROM_IMPORT.findall(text):
+            for imported in re.split(rb"[\s,()]+", names):
+                dotted = f"{source.decode()}.{imported.decode()}" if source else imported.decode()
+                if imported and self._find(path, dotted, len(dots)) == module.path:
+                    return True
+        return False
 
     def _binds(self, importer: Symbols, dotted: str, level: int, module: Symbols, name: str, depth: int) -> bool:
         """Whether `from <dotted's module> import <its last name>` in `importer` binds module-level
