@@ -112,6 +112,9 @@ _FROM_IMPORT = re.compile(rb"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\(
 _IMPORT = re.compile(rb"^[ \t]*import[ \t]+([\w., \t]+)", re.M)
 
 
+_CLASS = re.compile(rb"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.M)
+
+
 def _imported(text: bytes, name: str) -> bool:
     return any(name.encode() in re.split(rb"[\s,()]+", names) for _, _, names in _FROM_IMPORT.findall(text))
 
@@ -280,9 +283,10 @@ class References(Resolver):
         if functor:  # the files of the class and its subclasses (a functor's method name is common)
             family, named = self._family(module, cls)
             files = [m.path for m in dict.fromkeys(m for m, _ in family)]
-        else:  # the files reading the name, whatever class they are in
+        else:  # the files reading the name and naming the class or a subclass
             named = []
-            others = self._candidates(module.path, (name,)) if cls in module.classes.values() else []
+            top = cls in module.classes.values()
+            others = self._candidates(module.path, (name, *self._family_names(module, cls))) if top else []
             files = [module.path, *(p for p in others if p != module.path)]
         for path in files:
             other = self._module(path)
@@ -306,6 +310,20 @@ class References(Resolver):
             unique.values(),
             key=lambda f: (f.module.path != module.path, f.module.path, f.node.lineno, f.node.col_offset),
         )
+
+    def _family_names(self, module: Symbols, cls: ast.ClassDef) -> list[str]:
+        """The names of `cls` and of the classes whose `class X(...)` line names one of them, told
+        from the text: every file reading a method of one names one (as its base, or to make one)."""
+        names = [cls.name]
+        for name in names:  # grows as subclasses are found
+            for path in self._candidates(module.path, (name,)):
+                for subclass, bases in _CLASS.findall(self._texts[path]):
+                    found = subclass.decode()
+                    if re.search(rb"\b" + re.escape(name.encode()) + rb"\b", bases) and found not in names:
+                        names.append(found)
+            if len(names) > _MODULES:
+                raise Bound
+        return names
 
     def _of_class(self, module: Symbols, receiver: ast.expr, at: ast.AST, cls: ast.ClassDef) -> bool:
         """Whether `receiver` (at `at`) is `cls` or a subclass, or an instance of one: `self`, `cls`,
