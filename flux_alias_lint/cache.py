@@ -54,14 +54,8 @@ _RACY_NS = 2_000_000_000
 _FIELDS = tuple(f.name for f in dataclasses.fields(Finding) if f.name != "path")
 _TYPES = typing.get_type_hints(Finding)
 _POSITIONS = {"line", "column", "end_line", "end_column"}
-_CONTEXTS = {
-    MEGATRON,
-    IN_PLACE_CALLER,
-    IN_FUNCTION,
-    UNREACHED,
-    ESCAPES,
-    "",
-}  # "": a FAL000 finding (nothing was checked)
+# "": a FAL000 finding (nothing was checked).
+_CONTEXTS = {MEGATRON, IN_PLACE_CALLER, IN_FUNCTION, UNREACHED, ESCAPES, ""}
 _MAX_CACHE_BYTES = 1024 * 1024 * 1024
 
 Stamp = tuple[int, int, int, int]

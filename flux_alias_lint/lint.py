@@ -73,7 +73,7 @@ def _collect(
     keep: Callable[[Located], T],
 ) -> tuple[list[T], tuple[str, ...]]:
     alone = reaches is None  # no project around it: the evidence in its own text
-    if reaches is None:
+    if alone:
         reaches = ProjectIndex.of_source(source.text, source.path).reached_by_path().get(source.path, {})
     context = _Context(reaches, Library(source.path, source.text), source, alone)
     found: list[T] = []
