@@ -305,3 +305,13 @@ def _context(source: str) -> tuple[str, str]:
 )
 def test_shapes(source: str, expected: tuple[str, str]) -> None:
     assert _context(source) == expected
+
+
+def test_a_file_changed_between_two_checks_in_one_process_is_read_again(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "train.py").write_text("from loss import loss_func\n\nchosen = loss_func\nchosen(None)\n")
+    assert check(capsys, "--jobs", "1", "--output-format", "json")[1].count('"unreached"') == 1
+    (project / "train.py").write_text("from loss import loss_func\n\nchosen = loss_func\nrun(chosen, None)\n")
+    [finding] = json.loads(check(capsys, "--jobs", "1", "--output-format", "json")[1])
+    assert finding["context"] == "escapes" and finding["reached_by"][-1]["what"] == "passed to run"

@@ -94,6 +94,9 @@ class _Store:
     texts: dict[str, tuple[Stamp, bytes]] = dataclasses.field(default_factory=dict)
     parsed: dict[str, tuple[Stamp, Symbols | None]] = dataclasses.field(default_factory=dict)
     trees: dict[str, tuple[Symbols, _Tree]] = dataclasses.field(default_factory=dict)
+    # The files holding each word, by root, for the stamps of every file of the root in `snapshot`.
+    words: dict[str, dict[str, set[str]]] = dataclasses.field(default_factory=dict)
+    snapshot: dict[str, dict[str, Stamp | None]] = dataclasses.field(default_factory=dict)
 
 
 _STORES: dict[tuple[str, ...], _Store] = {}
@@ -129,7 +132,7 @@ class References(Resolver):
         self._trees: dict[int, _Tree] = {}
         self._bound_names: dict[int, set[str]] = {}
         self._texts: dict[str, bytes] = {}
-        self._words: dict[tuple[str, str], set[str]] = {}
+        self._words: dict[str, dict[str, set[str]]] = {}  # the store's, once this analysis saw it is current
         self._found: dict[tuple[str, str, int], str | None] = {}
         self._shared = _STORES.setdefault(tuple(roots), _Store()) if roots else _Store()
         self._stamps: dict[str, Stamp | None] = {}  # each file's, asked once by this analysis
@@ -220,14 +223,17 @@ class References(Resolver):
     def _imports_module(self, path: str, module: Symbols) -> bool:
         """Whether the text of `path` imports `module` itself (`import a.b`, `from a import b`)."""
         text = self._texts[path]
+        stem = os.path.splitext(os.path.basename(module.path))[0]
+        last = (os.path.basename(os.path.dirname(module.path)) if stem == "__init__" else stem).encode()
         for names in _IMPORT.findall(text):
             for dotted in re.split(rb"\s*,\s*", names.strip()):
-                if self._find(path, dotted.split()[0].decode(), 0) == module.path:
+                head = dotted.split()[0] if dotted.strip() else b""
+                if head.rpartition(b".")[2] == last and self._find(path, head.decode(), 0) == module.path:
                     return True
         for dots, source, names in _FROM_IMPORT.findall(text):
             for imported in re.split(rb"[\s,()]+", names):
                 dotted = f"{source.decode()}.{imported.decode()}" if source else imported.decode()
-                if imported and self._find(path, dotted, len(dots)) == module.path:
+                if imported == last and self._find(path, dotted, len(dots)) == module.path:
                     return True
         return False
 
@@ -496,13 +502,19 @@ class References(Resolver):
         return [f for f in files if f in holding[0] and (len(words) == 1 or any(f in h for h in holding[1:]))]
 
     def _holding(self, root: str, files: list[str], word: str) -> set[str]:
-        key = (root, word)
-        if key not in self._words:
+        """The files holding `word`: from the process's store while no file of the project changed."""
+        words = self._words.get(root)
+        if words is None:
             for other in files:
                 if other not in self._texts:
                     self._texts[other] = self._text(other)
-            self._words[key] = {f for f in files if word.encode() in self._texts[f]}
-        return self._words[key]
+            stamps = {f: self._stamps[f] for f in files}
+            if self._shared.snapshot.get(root) != stamps:
+                self._shared.snapshot[root], self._shared.words[root] = stamps, {}
+            words = self._words[root] = self._shared.words[root]
+        if word not in words:
+            words[word] = {f for f in files if word.encode() in self._texts[f]}
+        return words[word]
 
     def _find(self, importer: str, dotted: str, level: int) -> str | None:
         """`files.find_module`, asked once for each importer's directory."""
