@@ -97,6 +97,8 @@ class _Store:
     # The files holding each word, by root, for the stamps of every file of the root in `snapshot`.
     words: dict[str, dict[str, set[str]]] = dataclasses.field(default_factory=dict)
     snapshot: dict[str, dict[str, Stamp | None]] = dataclasses.field(default_factory=dict)
+    listing: dict[str, tuple[dict[str, Stamp | None], list[str]]] = dataclasses.field(default_factory=dict)
+    imports: dict[str, tuple[bytes, list[tuple[bytes, bytes, bytes]]]] = dataclasses.field(default_factory=dict)
 
 
 _STORES: dict[tuple[str, ...], _Store] = {}
@@ -212,7 +214,7 @@ class References(Resolver):
     def _imports_name(self, path: str, module: Symbols, name: str) -> bool:
         """Whether the text of `path` has a `from X import ..., name` with X this module, or a module
         that itself imports `name` (a re-export)."""
-        for dots, source, names in _FROM_IMPORT.findall(self._texts[path]):
+        for dots, source, names in self._from_imports(path):
             if name.encode() not in re.split(rb"[\s,()]+", names):
                 continue
             found = self._find(path, source.decode(), len(dots))
@@ -230,7 +232,7 @@ class References(Resolver):
                 head = dotted.split()[0] if dotted.strip() else b""
                 if head.rpartition(b".")[2] == last and self._find(path, head.decode(), 0) == module.path:
                     return True
-        for dots, source, names in _FROM_IMPORT.findall(text):
+        for dots, source, names in self._from_imports(path):
             for imported in re.split(rb"[\s,()]+", names):
                 dotted = f"{source.decode()}.{imported.decode()}" if source else imported.decode()
                 if imported == last and self._find(path, dotted, len(dots)) == module.path:
@@ -496,10 +498,36 @@ class References(Resolver):
         if root is None:
             return []
         if root not in self._project_files:
-            self._project_files[root] = list(python_files(root))
+            self._project_files[root] = self._listing(root)
         files = self._project_files[root]
         holding = [self._holding(root, files, word) for word in words]
         return [f for f in files if f in holding[0] and (len(words) == 1 or any(f in h for h in holding[1:]))]
+
+    def _listing(self, root: str) -> list[str]:
+        """`files.python_files(root)`, from the process's store while the directories holding them
+        (and those above, up to the root) have their stamps: a file added or removed there changes
+        its directory's. A file added under a directory that holds no Python file is seen once
+        another change makes the listing be read again."""
+        stored = self._shared.listing.get(root)
+        if stored is not None and all(_stamp(d) == stamp for d, stamp in stored[0].items()):
+            return stored[1]
+        files = list(python_files(root))
+        directories = {root}
+        for path in files:
+            directory = os.path.dirname(path)
+            while directory not in directories and directory.startswith(root + os.sep):
+                directories.add(directory)
+                directory = os.path.dirname(directory)
+        self._shared.listing[root] = {d: _stamp(d) for d in directories}, files
+        return files
+
+    def _from_imports(self, path: str) -> list[tuple[bytes, bytes, bytes]]:
+        """`_FROM_IMPORT` read from the text of `path`, kept with that text in the store."""
+        text = self._texts[path] if path in self._texts else self._text(path)
+        stored = self._shared.imports.get(path)
+        if stored is None or stored[0] is not text:
+            stored = self._shared.imports[path] = text, _FROM_IMPORT.findall(text)
+        return stored[1]
 
     def _holding(self, root: str, files: list[str], word: str) -> set[str]:
         """The files holding `word`: from the process's store while no file of the project changed."""
