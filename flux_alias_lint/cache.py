@@ -43,7 +43,7 @@ from . import __version__
 from .finding import Finding
 from .index.files import project_roots, python_files
 from .index.project import ProjectIndex, collect_evidence
-from .index.reach import IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, Evidence, Reach, Step
+from .index.reach import ESCAPES, IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, Evidence, Reach, Step
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
@@ -54,7 +54,8 @@ _RACY_NS = 2_000_000_000
 _FIELDS = tuple(f.name for f in dataclasses.fields(Finding) if f.name != "path")
 _TYPES = typing.get_type_hints(Finding)
 _POSITIONS = {"line", "column", "end_line", "end_column"}
-_CONTEXTS = {MEGATRON, IN_PLACE_CALLER, IN_FUNCTION, UNREACHED, ""}  # "": a FAL000 finding (nothing was checked)
+# "": a FAL000 finding (nothing was checked).
+_CONTEXTS = {MEGATRON, IN_PLACE_CALLER, IN_FUNCTION, UNREACHED, ESCAPES, ""}
 _MAX_CACHE_BYTES = 1024 * 1024 * 1024
 
 Stamp = tuple[int, int, int, int]

@@ -1,4 +1,4 @@
-"""The command line: `flux-alias-lint check PATH...`, `verify PATH...` and `rule CODE`."""
+"""The command line: `flux-alias-lint check PATH...`, `verify PATH...`, `explain FILE:LINE` and `rule CODE`."""
 
 from __future__ import annotations
 
@@ -215,6 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="while a document is edited, lint it once it has not changed for this long (default: 0.3)",
     )
 
+    explain = commands.add_parser(
+        "explain",
+        help="print how the function of the finding at FILE:LINE reaches a host that rescales its loss, "
+        "or where its value is lost",
+        allow_abbrev=False,
+    )
+    explain.set_defaults(command_parser=explain)
+    explain.add_argument("target", metavar="FILE:LINE", help="a line with a finding")
+    _add_file_options(explain)
+
     rule = commands.add_parser("rule", help="print a rule's documentation", allow_abbrev=False)
     rule.set_defaults(command_parser=rule)
     rule.add_argument("code", nargs="?", help="a code or name: FAL001, detached-alias-in-report; omit to list all")
@@ -300,6 +310,10 @@ def _main(argv: Sequence[str] | None) -> int:
             return EXIT_ERROR
         return serve(args.debounce)
     try:
+        if args.command == "explain":
+            from .explain import explain
+
+            return explain(args.target, _Settings(args).selection)
         return _verify(args) if args.command == "verify" else _check(args)
     except ConfigError as exc:
         print(f"flux-alias-lint: error: {exc}", file=sys.stderr)

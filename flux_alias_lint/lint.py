@@ -15,8 +15,10 @@ import libcst as cst
 from .analysis import RawFinding, analyze_module
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
+from .index.escapes import Escapes
+from .index.files import project_roots
 from .index.project import ProjectIndex
-from .index.reach import UNREACHED_REACH, Reach, Step
+from .index.reach import UNREACHED, UNREACHED_REACH, Reach, Step
 from .index.roles import not_loss_functions
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
@@ -70,9 +72,10 @@ def _collect(
     reaches: Reaches | None,
     keep: Callable[[Located], T],
 ) -> tuple[list[T], tuple[str, ...]]:
-    if reaches is None:  # no project around it: the evidence in its own text
+    alone = reaches is None  # no project around it: the evidence in its own text
+    if alone:
         reaches = ProjectIndex.of_source(source.text, source.path).reached_by_path().get(source.path, {})
-    context = _Context(reaches, Library(source.path, source.text), source)
+    context = _Context(reaches, Library(source.path, source.text), source, alone)
     found: list[T] = []
     try:
         for parse_from, given, piece in _pieces(source, module, reaches, selection.enabled(CAPTURE_CODE)):
@@ -81,7 +84,7 @@ def _collect(
         found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None, context)))
     finally:
         context.library.close()
-    return found, tuple(context.library.files())
+    return found, tuple(sorted({*context.library.files(), *context.escape_files()}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,12 +95,28 @@ class _Context:
     reaches: Reaches
     library: Library
     source: SourceFile
+    alone: bool  # no project around the file: its own text is all there is
 
     @functools.cached_property
     def not_loss_functions(self) -> frozenset[int]:
         """The def lines of the file's functions that are shaped like loss functions but are not
         (`index/roles.py`): asked only when an unreached finding is about to be reported."""
         return not_loss_functions(self.source.text, self.source.path)
+
+    @functools.cached_property
+    def _escapes(self) -> Escapes:
+        """Where the file's functions go in the project (`index/escapes.py`): made only when an
+        unreached finding is about to be reported."""
+        path = self.source.path if self.alone else os.path.realpath(self.source.path)
+        return Escapes([] if self.alone else project_roots([path]), path, self.source.text)
+
+    def escape(self, line: int) -> Reach:
+        """The reach of the unreached function at `line`: `escapes` with its steps, or `unreached`."""
+        return self._escapes.of(line)
+
+    def escape_files(self) -> list[str]:
+        """The other files the escape analysis read (none if it was never asked)."""
+        return self._escapes.files() if "_escapes" in self.__dict__ else []
 
 
 class _PieceRejected(Exception):
@@ -219,6 +238,8 @@ def _analyze_parsed(
             continue
         if is_suppressed(suppressions, raw.code, (start_line, end_line)):
             continue
+        if reach.context == UNREACHED:  # its severity stays: `escapes` is a warning as `unreached` is
+            reach = context.escape(def_line)
         write = None
         if raw.write is not None:
             write_line = spans[raw.write][0][0]

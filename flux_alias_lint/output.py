@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from .ci_formats import SourceLines, format_github, format_gitlab, format_sarif
 from .finding import ERROR, WARNING, Finding
+from .index.reach import ESCAPES
 from .rules import RULES
 
 
@@ -52,13 +53,15 @@ def _full(f: Finding, lines: SourceLines) -> str:
 
 
 def context_note(finding: Finding) -> str:
-    """` [megatron via path:line]` (the call that rescales: the last step), ` [unreached, warning]`, or
-    nothing (FAL000); a warning says so, an error needs no word."""
+    """` [megatron via path:line]` (the call that rescales: the last step), ` [unreached, warning]`,
+    ` [escapes at path:line, warning]` (where the function goes out of sight, which the message
+    says: the last step), or nothing (FAL000); a warning says so, an error needs no word."""
     severity = ", warning" if finding.severity == WARNING else ""
     if not finding.reached_by:
         return f" [{finding.context}{severity}]" if finding.context else ""
     last = finding.reached_by[-1]
-    return f" [{finding.context} via {last.path}:{last.line}{severity}]"
+    how = "at" if finding.context == ESCAPES else "via"
+    return f" [{finding.context} {how} {last.path}:{last.line}{severity}]"
 
 
 def format_json(findings: Sequence[Finding]) -> str:

@@ -37,7 +37,7 @@ FIXTURES = ROOT / "fixtures"
 EXPECTED_LINE = re.compile(
     rf"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>{'|'.join(ANALYSIS_RULES)}) "
     r"(?P<path>[A-Za-z_]\w*(?:\[.+\]|\.\w+)*)"
-    r"(?: (?P<context>megatron|in-place-caller|in-function))?$"
+    r"(?: (?P<context>megatron|in-place-caller|in-function|escapes))?$"
 )
 NOQA = re.compile(r"#\s*noqa\b", re.IGNORECASE)
 

@@ -6,5 +6,6 @@ read, parsed once each, and what each file's evidence depends on), `symbols.py` 
 table of a module: its imports and defs, also read by the library and the triage), `resolve.py`
 (the functions an expression names), and the evidence of the hand-offs in `handoffs.py` (the
 table): `schedule.py`, `following.py` and `in_place.py`. `reach.py` holds what is found (`Reach`,
-`Step`); `nodes.py` the readings of `ast` nodes they share.
+`Step`, the contexts); `nodes.py` the readings of `ast` nodes they share. Apart from the index,
+`escapes.py` follows an unreached function's value through the references `references.py` finds.
 """

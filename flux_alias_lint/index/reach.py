@@ -17,6 +17,9 @@ IN_PLACE_CALLER = "in-place-caller"
 # FAL005: the write changing the capture is in the function itself, whoever calls it.
 IN_FUNCTION = "in-function"
 UNREACHED = "unreached"
+# Unreached, but the function value goes where the index cannot follow it (`escapes.py`): it may
+# reach a host. Its steps lead to that place.
+ESCAPES = "escapes"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +45,11 @@ class Reach:
 
 
 UNREACHED_REACH = Reach(UNREACHED, ())
+
+
+def lost(step: Step) -> str:
+    """The last step of an `ESCAPES` chain, said: where the value goes out of sight."""
+    return f"{step.what} at {step.path}:{step.line}, not followed"
 
 
 Key = tuple[str, int]  # (real path, line of the def or lambda)

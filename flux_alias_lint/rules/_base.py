@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from ..finding import ERROR, WARNING
-from ..index.reach import IN_PLACE_CALLER, MEGATRON, UNREACHED, Reach
+from ..index.reach import ESCAPES, IN_PLACE_CALLER, MEGATRON, UNREACHED, Reach, lost
 
 if TYPE_CHECKING:
     from ..values import RawFinding
@@ -18,9 +18,10 @@ _UNREACHED_SEVERITY: dict[str, str | None] = {"warn": WARNING, "error": ERROR, "
 
 def severity(context: str, unreached: str) -> str | None:
     """A proven context (Megatron, an in-place caller, a write in the function) and an unchecked file
-    (FAL000, no context) are errors; a finding nothing is known to rescale is a hazard, not yet a bug:
-    a warning unless `unreached` says "error", hidden (None) where it says "ignore"."""
-    if context != UNREACHED:
+    (FAL000, no context) are errors; a finding nothing is known to rescale (`unreached`, or `escapes`:
+    its function goes where the index cannot follow) is a hazard, not yet a bug: a warning unless
+    `unreached` says "error", hidden (None) where it says "ignore"."""
+    if context not in (UNREACHED, ESCAPES):
         return ERROR
     return _UNREACHED_SEVERITY[unreached]
 
@@ -81,6 +82,11 @@ def consequence(reach: Reach, returned: int = 0) -> str:
         return (
             f"the caller at {caller.path}:{caller.line} rescales it in place after this function returns, "
             "so the reported value changes too"
+        )
+    if reach.context == ESCAPES:
+        return (
+            f"a host rescaling the loss in place may be reached ({lost(reach.steps[-1])}), "
+            "which would change the reported value too"
         )
     return (
         "an in-place rescale of it after this function returns (as Megatron's schedule does; none is seen in this "
