@@ -461,12 +461,13 @@ class References(Resolver):
             if within is not None and not any(s is within for s in scopes):
                 continue
             inner = scopes[scopes.index(within) + 1 :] if within is not None else scopes
-            if any(isinstance(s, (*FUNCTIONS, ast.Lambda)) and name in self._bound(s) for s in inner):
+            if any(isinstance(s, (*FUNCTIONS, ast.Lambda)) and name in self._locals_of(s) for s in inner):
                 continue
             found.append(node)
         return found
 
-    def _bound(self, function: ast.AST) -> set[str]:
+    def _locals_of(self, function: ast.AST) -> set[str]:
+        """The names `function` binds: its parameters and the names stored in it."""
         names = self._bound_names.get(id(function))
         if names is None:
             arguments = function.args  # type: ignore[attr-defined]
