@@ -61,20 +61,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("alias", nargs="?", help="the line to insert (indented as LINE is)")
     parser.add_argument("--list", type=pathlib.Path, help="rows `TREE|FILE:LINE|ALIAS`, TREE a folder of --trees")
     parser.add_argument("--trees", type=pathlib.Path, default=pathlib.Path("."))
+    parser.add_argument("--checkout", type=pathlib.Path, default=ROOT, help="the flux-alias-lint to run (this one)")
     args = parser.parse_args(argv)
     if args.list is not None:
         for row in args.list.read_text(encoding="utf-8").splitlines():
             if row.strip():
                 name, where, alias = row.split("|", 2)
-                run_one(args.trees / name, where, alias)
+                run_one(args.trees / name, where, alias, args.checkout)
         return 0
     if args.tree is None or args.where is None or args.alias is None:
         parser.error("TREE FILE:LINE ALIAS, or --list")
-    run_one(args.tree, args.where, args.alias)
+    run_one(args.tree, args.where, args.alias, args.checkout)
     return 0
 
 
-def run_one(tree: pathlib.Path, where: str, alias: str) -> None:
+def run_one(tree: pathlib.Path, where: str, alias: str, checkout: pathlib.Path) -> None:
     """Inject `alias` at `where` in a copy of `tree`, check the copy, print what `check` says of it."""
     tree = tree.resolve()
     commit = subprocess.run(
@@ -84,7 +85,7 @@ def run_one(tree: pathlib.Path, where: str, alias: str) -> None:
         copy, relative, line = inject(tree, where, alias, pathlib.Path(temp))
         text = (copy / relative).read_text(encoding="utf-8")
         first, last = _function_span(text, line)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
         run = subprocess.run(
             [sys.executable, "-m", "flux_alias_lint", "check", str(copy), "--no-cache", "--output-format", "json"],
             capture_output=True,
