@@ -250,7 +250,8 @@ def test_the_action_installs_what_it_is_given_and_passes_args(
     probe = (
         "from importlib import metadata; print(metadata.distribution('flux-alias-lint').read_text('direct_url.json'))"
     )
-    origin = subprocess.run([venv_python, "-c", probe], capture_output=True, text=True, check=True).stdout
+    # Run away from this checkout: an editable install's `flux_alias_lint.egg-info` here would be found first.
+    origin = subprocess.run([venv_python, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert readme_wheel[0].name in origin, origin
     sarif = json.loads(Path(run.outputs["sarif-file"]).read_text(encoding="utf-8"))
     assert sarif["runs"][0]["results"] == []

@@ -53,7 +53,7 @@ def test_the_text_says_where_the_function_escapes(project: Path, capsys: pytest.
     assert code == 0  # a warning, as `unreached`
     first = out.splitlines()[0]
     assert first.startswith("loss.py:6:30: FAL002 [*] ")
-    assert "may be reached (passed to Trainer().fit at train.py:6, not followed)" in first
+    assert "may be reached (passed to Trainer().fit, not followed)" in first
     assert first.endswith("[escapes at train.py:6, warning]")
 
 

@@ -48,8 +48,9 @@ UNREACHED_REACH = Reach(UNREACHED, ())
 
 
 def lost(step: Step) -> str:
-    """The last step of an `ESCAPES` chain, said: where the value goes out of sight."""
-    return f"{step.what} at {step.path}:{step.line}, not followed"
+    """The last step of an `ESCAPES` chain, said: how the value goes out of sight (where, the
+    finding's chain and its `[escapes at path:line]` say: the message stays one short line)."""
+    return f"{step.what}, not followed"
 
 
 Key = tuple[str, int]  # (real path, line of the def or lambda)
