@@ -32,7 +32,7 @@ from .finding import ERROR
 from .gitignore import GitIgnore
 from .index.files import real_path
 from .index.project import ProjectIndex
-from .index.reach import Reaches
+from .index.reach import ESCAPES, Reaches
 from .noqa import add_noqa
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
@@ -532,7 +532,8 @@ def _decided_elsewhere(files: list[str], settings: _Settings, reached: Mapping[s
     ]
     results = []
     for path, result in _check_grouped(others, settings, Mode.CHECK, reached):
-        found = [f for f in result.findings if step_in(f, named)]
+        # An `escapes` chain is where a warning's value is lost, not a verdict the named file decides.
+        found = [f for f in result.findings if f.context != ESCAPES and step_in(f, named)]
         if found:
             step = step_in(found[0], named)
             if not args.quiet:
