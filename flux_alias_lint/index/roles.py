@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .nodes import body_walk, last_name
+from .nodes import body_walk, is_self_attribute, last_name
 from .schedule import schedule_calls
 from .symbols import PARSE_ERRORS, Symbols
 
@@ -138,11 +138,7 @@ def _unpacked_by_its_class(module: Symbols) -> set[str]:
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
                 continue
             target, callee = node.targets[0], node.value.func
-            if not (
-                isinstance(callee, ast.Attribute) and callee.attr.startswith("_") and not callee.attr.startswith("__")
-            ):
-                continue
-            if not (isinstance(callee.value, ast.Name) and callee.value.id == "self"):
+            if not (is_self_attribute(callee) and callee.attr.startswith("_") and not callee.attr.startswith("__")):
                 continue
             calls.add(id(callee))
             pair = isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[-1], ast.Name)
