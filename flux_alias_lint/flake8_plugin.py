@@ -30,15 +30,16 @@ from flake8.exceptions import ExecutionError
 from . import __version__
 from .cache import CACHE_DIR_NAME, project_reached
 from .config import ConfigError, Resolver, selection_for
-from .finding import ERROR
+from .finding import ERROR, Finding
 from .index.files import project_root
 from .index.project import ProjectIndex
 from .index.reach import Reaches
 from .lint import check_source
 from .output import context_note
 from .parallel import default_jobs
-from .selection import UNREACHED_MODES
-from .source import SourceError, saved_text
+from .runner import analysis_limit, unchecked
+from .selection import UNREACHED_MODES, Selection
+from .source import SourceError, saved_text, too_large
 
 Reached = Mapping[str, Reaches]  # the project index: real path -> def line -> who rescales its loss
 
@@ -104,16 +105,28 @@ class Flake8Plugin:
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         path, text = self._filename, "".join(self._lines)
-        selection = selection_for(self._config_resolver()(path), path, unreached=self.unreached)
-        try:
-            findings = check_source(text, path, selection, noqa=False, reaches=self._reaches(path, text))
-        except SourceError:
-            return  # flake8 reports a file it cannot parse as E999 already
+        config = self._config_resolver()(path)
+        selection = selection_for(config, path, unreached=self.unreached)
+        # `check`'s limits (file-timeout, max-file-size): a file over them is FAL000, as `check` says.
+        over = too_large(path, len(text.encode("utf-8", "surrogatepass")), config.max_file_size)
+        if over is None:
+            try:
+                with analysis_limit(path, config.file_timeout):
+                    found = self._check(text, path, selection)
+            except SourceError as exc:
+                over = exc
+        findings = unchecked(over, selection).findings if over is not None else found
         for f in findings:
             if f.severity != ERROR:
                 continue  # a warning for `check`, which passes: flake8 would fail on it
             # flake8 wants a 0-based column and shows it 1-based, as we do.
             yield f.line, f.column - 1, f"{f.code} {f.message}{context_note(f)}", type(self)
+
+    def _check(self, text: str, path: str, selection: Selection) -> list[Finding]:
+        try:
+            return check_source(text, path, selection, noqa=False, reaches=self._reaches(path, text))
+        except SourceError:
+            return []  # flake8 reports a file it cannot parse as E999 already
 
     def _reaches(self, path: str, text: str) -> Reaches | None:
         """Who rescales the loss of each function of the file: the index's answer (`check`'s), and

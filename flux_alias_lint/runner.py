@@ -93,6 +93,21 @@ def time_limit(seconds: float, expired: Callable[[], BaseException] = _TimedOut)
 DEFAULT_LIMITS = Limits()
 
 
+@contextlib.contextmanager
+def analysis_limit(path: str, timeout: float) -> Iterator[None]:
+    """The block, interrupted after `timeout` seconds (0: no limit) by the `SourceError` a file
+    that takes too long becomes (FAL000)."""
+    try:
+        with time_limit(timeout):
+            yield
+    except _TimedOut:
+        raise _too_complex(path, timeout) from None
+
+
+def _too_complex(path: str, timeout: float) -> SourceError:
+    return SourceError(path, f"too complex to analyse in {timeout:g} s")
+
+
 def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), path, path))
 
@@ -236,8 +251,7 @@ def process_file(
                     result, _ = lint_source(source, selection, Mode.CHECK, reaches)
                     return dataclasses.replace(result, warning=str(exc))
         except _TimedOut:
-            timed_out = SourceError(path, f"too complex to analyse in {limits.timeout:g} s")
-            return dataclasses.replace(unchecked(timed_out, selection), cacheable=False)
+            return dataclasses.replace(unchecked(_too_complex(path, limits.timeout), selection), cacheable=False)
         return result
     except SourceError as exc:
         return unchecked(exc, selection)

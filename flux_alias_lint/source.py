@@ -115,10 +115,17 @@ def read_regular(path: str, max_bytes: int = DEFAULT_MAX_FILE_SIZE) -> tuple[byt
             data = handle.read(max_bytes + 1)  # the size in the stat may be stale, or 0 (/proc)
         except OSError as exc:
             raise SourceError(path, f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        size = max(st.st_size, len(data))
-        raise SourceError(path, f"is {size:,} bytes, more than the limit of {max_bytes:,} (max-file-size); skipped")
+    error = too_large(path, max(st.st_size, len(data)) if len(data) > max_bytes else len(data), max_bytes)
+    if error is not None:
+        raise error
     return data, st
+
+
+def too_large(path: str, size: int, max_bytes: int) -> SourceError | None:
+    """Why a source of `size` bytes is not checked (max-file-size), or None when it is within the limit."""
+    if size <= max_bytes:
+        return None
+    return SourceError(path, f"is {size:,} bytes, more than the limit of {max_bytes:,} (max-file-size); skipped")
 
 
 def _require_regular(path: str, st: os.stat_result) -> None:

@@ -108,3 +108,39 @@ def test_the_plugin_itself_never_applies_noqa() -> None:
     lines += FORWARD_STEP.splitlines(keepends=True)  # handed to Megatron: an error
     (row,) = list(Flake8Plugin(tree=None, lines=lines, filename="x.py").run())  # type: ignore[arg-type]
     assert row[:2] == (4, 23) and row[2].startswith('FAL002 report["l"] = `loss`')
+
+
+def test_flake8_applies_checks_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`max-file-size` and `file-timeout` hold under flake8 as under `check`: the file over a limit is
+    FAL000 with the reason, and the other files are still checked."""
+    from flux_alias_lint import flake8_plugin
+
+    (tmp_path / "pyproject.toml").write_text("[tool.flux-alias-lint]\nmax-file-size = 400\nfile-timeout = 1\n")
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 100)  # 600 bytes
+    slow = tmp_path / "slow.py"
+    slow.write_text("SPIN = 1\n")
+    bug = tmp_path / "bug.py"
+    bug.write_text(
+        FORWARD_STEP
+        + 'def loss_func(output_tensor):\n    loss = output_tensor.sum()\n    return loss, {"loss": loss.detach()}\n'
+    )
+    real_check = flake8_plugin.check_source
+
+    def spinning_on_slow(text: str, *args: object, **kwargs: object) -> object:
+        while "SPIN" in text:  # until the time limit's signal interrupts it
+            pass
+        return real_check(text, *args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(flake8_plugin, "check_source", spinning_on_slow)
+    capsys.readouterr()
+    status = cli.main([f"--format={FORMAT}", "--select=FAL", "--jobs=1", "big.py", "slow.py", "bug.py"])
+    out = sorted(capsys.readouterr().out.splitlines())
+    assert status == 1
+    assert out[0] == "big.py|1:1: FAL000 is 600 bytes, more than the limit of 400 (max-file-size); skipped", out
+    assert out[1].startswith("bug.py|") and " FAL001 " in out[1], out
+    assert out[2] == "slow.py|1:1: FAL000 too complex to analyse in 1 s", out
+    assert len(out) == 3, out
