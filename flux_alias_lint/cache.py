@@ -43,7 +43,7 @@ from . import __version__
 from .finding import Finding
 from .index.files import project_roots, python_files
 from .index.project import ProjectIndex, collect_evidence
-from .index.reach import ESCAPES, IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, Evidence, Reach, Step
+from .index.reach import ESCAPES, IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, Evidence, Reach, Step, styled
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
@@ -220,14 +220,15 @@ def _dependency(path: str) -> list[str] | None:
 
 
 def _to_json(value: object) -> object:
-    if isinstance(value, tuple):  # reached_by: its steps
-        return [dataclasses.astuple(step) for step in value]
+    if isinstance(value, tuple):  # reached_by: its steps, stored absolute (a run may be in another directory)
+        return [dataclasses.astuple(step) for step in styled(value, os.path.abspath(os.curdir))]
     return value
 
 
 def _finding(path: str, row: list) -> Finding:
+    """A stored finding, its steps' paths in the style of `path` (this run's), as a fresh one's are."""
     values = dict(zip(_FIELDS, row, strict=True))
-    values["reached_by"] = tuple(Step(*step) for step in values["reached_by"])
+    values["reached_by"] = styled(tuple(Step(*step) for step in values["reached_by"]), path)
     return Finding(path, **values)
 
 

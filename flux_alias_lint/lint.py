@@ -18,7 +18,7 @@ from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, une
 from .index.escapes import Escapes
 from .index.files import project_roots
 from .index.project import ProjectIndex
-from .index.reach import UNREACHED, UNREACHED_REACH, Reach, Step
+from .index.reach import UNREACHED, UNREACHED_REACH, Reach, styled
 from .index.roles import not_loss_functions
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
@@ -263,17 +263,11 @@ def _analyze_parsed(
             fix_before=edit.before if edit else "",
             fix_after=edit.after if edit else "",
             context=reach.context,
-            reached_by=_styled(reach.steps, source.path),
+            reached_by=styled(reach.steps, source.path),
             severity=severity,
         )
         located.append(Located(finding, edit, raw))
     return located
-
-
-def _styled(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
-    """The steps' paths in the finding's own style: absolute if its path is, else relative."""
-    style = os.path.abspath if os.path.isabs(path) else os.path.relpath
-    return tuple(dataclasses.replace(step, path=style(step.path)) for step in steps)
 
 
 def _as_source(source: str | bytes, path: str) -> SourceFile:

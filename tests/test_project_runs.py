@@ -61,6 +61,25 @@ def test_a_file_checked_alone_gets_its_whole_tree_context(tmp_path: pathlib.Path
     assert alone == [row for row in whole if row[0] == "losses.py"]
 
 
+def test_a_cached_chain_takes_the_style_of_the_run_reading_it(
+    tmp_path: pathlib.Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finding read from the cache shows its steps as a fresh one would: relative in a run on a
+    relative path, absolute in a run on an absolute one, whichever run stored it."""
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+
+    def steps(target: str) -> list[str]:
+        main(["check", target, "--format", "json"])
+        (row,) = [r for r in json.loads(capsys.readouterr().out) if r["path"].endswith("losses.py")]
+        return [step["path"] for step in row["reached_by"]]
+
+    stored = steps("pkg")  # relative, and stored in the cache
+    assert stored and not any(os.path.isabs(p) for p in stored), stored
+    assert steps(str(project / "pkg")) == [str(project / p) for p in stored]  # read from the cache
+    assert steps("pkg") == stored
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_changed_helper_invalidates_the_files_that_summarised_it(tmp_path: pathlib.Path, capsys, jobs: str) -> None:
     project = _project(tmp_path)

@@ -90,6 +90,12 @@ def stronger(new: Reach, old: Reach) -> bool:
     return old.guessed and not new.guessed
 
 
+def styled(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
+    """The steps' paths in the style of the finding's `path`: absolute if it is, else relative."""
+    style = os.path.abspath if os.path.isabs(path) else os.path.relpath
+    return tuple(dataclasses.replace(step, path=style(step.path)) for step in steps)
+
+
 def shown(path: str) -> str:
     """A path as findings show it: relative to the working directory when under it."""
     relative = os.path.relpath(path)
