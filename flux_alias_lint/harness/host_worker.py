@@ -47,7 +47,7 @@ def _checked(host: Host) -> str:
         raise RuntimeError(
             f"imported {release.dist} {module.__version__} from {where}, not {release} from {release.path}"
         )
-    return f"{release}, real"
+    return f"{release}, real: `{host.line}` with {host.setting}"
 
 
 def training_step(host: Host, made: Made, work: str) -> list[Any]:

@@ -147,7 +147,7 @@ class Host:
     world_size: int = 1
 
     def emulated(self, why: str) -> str:
-        return f"emulated: `{self.line}` with {self.setting}; {why}"
+        return f"emulated: `{self.line}`{f' with {self.setting}' if self.setting else ''}; {why}"
 
 
 # One row per context a finding can have whose host rescales a bare returned loss. `in-place-caller` is not
