@@ -30,7 +30,9 @@ def real_hosts() -> None:
 
 
 def _def_line(path: Path, name: str) -> int:
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.lstrip().startswith(f"def {name}("))
+    return next(
+        i for i, line in enumerate(path.read_text().splitlines(), 1) if line.lstrip().startswith(f"def {name}(")
+    )
 
 
 def _verify(path: Path, function: str, context: str, steps: tuple[Step, ...]) -> list[Verdict]:
