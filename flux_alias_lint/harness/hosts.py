@@ -497,13 +497,15 @@ def releases() -> list[Release]:
     return list(dict.fromkeys(host.release for host in HOSTS.values() if host.release is not None))
 
 
-def run_fixture(context: str, path: str, steps: Sequence[Step] = (), install_missing: bool = False) -> HostRun:
-    """A fixture's ``loss_func`` run under the host of ``context`` (the pytest fixture runtime's entry)."""
+def run_fixtures(
+    context: str, paths: Sequence[str], steps: Sequence[Step] = (), install_missing: bool = False
+) -> list[HostRun]:
+    """Each fixture's ``loss_func`` run under the host of ``context`` (``steps``: an in-place caller's chain), one
+    host run for them all: the fixture corpus's runtime test's entry."""
     host = host_of(context, steps)
     if host is None:
         raise ValueError(f"no host runs the context {context!r}")
-    [run] = run_under_host(host, [ModuleSubject(path)], install_missing)
-    return run
+    return run_under_host(host, [ModuleSubject(path) for path in paths], install_missing)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
