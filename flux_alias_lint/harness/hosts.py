@@ -30,7 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -343,12 +343,23 @@ class _MadeModule(Made):
         return self._watch.moved()
 
 
-def _loss(returned: Any) -> Any:
+def returned_loss(returned: Any) -> Any:
+    """The loss a host takes from what the function returned: the tensor itself, or a model output's loss
+    (``outputs["loss"]`` of a mapping such as transformers' ``ModelOutput``, else ``outputs.loss``); None if none."""
     from ._deps import require_torch
 
-    if not require_torch().is_tensor(returned):
-        raise TypeError(f"it returned a {type(returned).__name__}, not a loss tensor")
-    return returned
+    torch = require_torch()
+    if torch.is_tensor(returned):
+        return returned
+    loss = returned.get("loss") if isinstance(returned, Mapping) else getattr(returned, "loss", None)
+    return loss if torch.is_tensor(loss) else None
+
+
+def _loss(returned: Any) -> Any:
+    loss = returned_loss(returned)
+    if loss is None:
+        raise TypeError(f"it returned a {type(returned).__name__}, not a loss tensor or a model output with one")
+    return loss
 
 
 Subject = ProbeSubject | ModuleSubject

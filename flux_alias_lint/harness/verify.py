@@ -31,14 +31,14 @@ from typing import Any
 import libcst as cst
 
 from ..finding import Finding
-from ..index.reach import MEGATRON
+from ..index.reach import IN_PLACE_CALLER, MEGATRON
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
 from ..rules import CAPTURE_CODE
 from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import Snapshot, changed_since, snapshot
-from .hosts import Host, HostRun, ProbeSubject, host_of, run_under_host
+from .hosts import HOSTS, Host, HostRun, ProbeSubject, host_of, returned_loss, run_under_host
 from .megatron import installed_megatron_version
 from .per_token import per_token_setting
 from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, ProbeTimeout, build_probe, functions
@@ -623,15 +623,12 @@ def _verify_captures(
 
 
 def _hosted(item: Located) -> bool:
-    """A capture of the bare loss its function returns, which a host other than Megatron rescales."""
+    """A capture of the loss its function returns that a host other than Megatron rescales: a third-party host
+    (hosts.HOSTS) whatever the function returns it in, or an in-place caller of a bare returned loss."""
     finding = item.finding
-    return (
-        finding.code == CAPTURE_CODE
-        and item.raw.whole_return
-        and item.raw.write is None
-        and finding.context != MEGATRON
-        and host_of(finding.context, finding.reached_by) is not None
-    )
+    if finding.code != CAPTURE_CODE or item.raw.write is not None:
+        return False
+    return finding.context in HOSTS or (finding.context == IN_PLACE_CALLER and item.raw.whole_return)
 
 
 def _verify_hosted(
@@ -656,12 +653,13 @@ def _verify_hosted(
             return [verdicts.get(key) or Verdict(item.finding, False, str(exc)) for key, item in enumerate(items)]
         for execution in _explore(probe, deadline):
             pending = [key for key in range(len(items)) if key not in verdicts]
-            if execution.error is not None or not torch.is_tensor(execution.outputs):
-                problem = _shape_problem(execution) or ((2, 0), f"it returned {_describe(execution.outputs)}")
+            problem = _shape_problem(execution) if execution.error is not None else None
+            if problem is None and returned_loss(execution.outputs) is None:
+                what = _describe(execution.outputs)
+                problem = ((2, 0), f"with stand-in inputs it returned {what}, not a loss or a model output with one")
+            if problem is not None:
                 for key in pending:
-                    furthest[key].note(
-                        problem[0], f"{problem[1]}, not a bare loss" if execution.error is None else problem[1]
-                    )
+                    furthest[key].note(*problem)
                 continue
             by_host: dict[Host, list[int]] = collections.defaultdict(list)
             for key in pending:

@@ -94,6 +94,21 @@ def test_a_release_not_in_the_cache_is_emulated_saying_so(tmp_path: Path, monkey
     ) in verdict.detail
 
 
+def test_a_release_that_cannot_run_is_emulated_saying_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(hosts.CACHE_ENV, str(tmp_path))
+    release = tmp_path / "accelerate-0.12.0"
+    release.mkdir()
+    (release / "flux-alias-lint-complete").write_text("accelerate==0.12.0\n")  # whole, but holding no accelerate
+    verdict = _trainer(hosts.ACCELERATE_BACKWARD)
+    assert verdict.confirmed, verdict.detail
+    assert "(emulated: `loss /= self.gradient_accumulation_steps` with gradient_accumulation_steps=2; the real " in (
+        verdict.detail
+    )
+    assert "accelerate 0.12.0 did not run: rank 0 exited 1: ModuleNotFoundError: No module named 'accelerate')" in (
+        verdict.detail
+    )
+
+
 def _own_loop(line: int) -> Verdict:
     steps = (Step(str(OWN_LOOP), line - 1, "its loss is returned to train"), Step(str(OWN_LOOP), line, "rescaled"))
     [verdict] = _verify(OWN_LOOP, "compute_loss", IN_PLACE_CALLER, steps)
@@ -135,3 +150,16 @@ def test_a_line_that_is_no_in_place_rescale_changes_nothing(tmp_path: Path) -> N
     path.write_text("def train(loss, accum):\n    loss = loss / accum\n")
     host = hosts.caller_host(Step(str(path), 2, "rescaled"))
     assert host.factor == 1.0 and "not an in-place rescale" in host.emulated_because
+
+
+def test_the_loss_a_host_takes_from_what_the_function_returned() -> None:
+    import types
+
+    import torch
+
+    loss = torch.tensor(2.0)
+    assert hosts.returned_loss(loss) is loss
+    assert hosts.returned_loss({"loss": loss, "logits": loss}) is loss  # a ModelOutput is a mapping
+    assert hosts.returned_loss(types.SimpleNamespace(loss=loss)) is loss
+    assert hosts.returned_loss((loss, {})) is None  # a Megatron (loss, report): not a host's
+    assert hosts.returned_loss({"logits": loss}) is None
