@@ -38,6 +38,7 @@ import libcst as cst
 
 import flux_alias_lint
 
+from ..facts.reports import RESCALING_METHODS, RESCALING_OPERATORS
 from ..index.reach import IN_PLACE_CALLER, Step
 
 # The contexts of the third-party hosts (index/reach.py; facts/hosts.py holds their facts).
@@ -195,7 +196,7 @@ HOSTS: dict[str, Host] = {
 def caller_host(step: Step) -> Host:
     """The host of an ``in-place-caller`` finding: the caller's own in-place line (the chain's last step),
     emulated. A number it spells is its factor; a name gets ``OPERAND``."""
-    text = linecache.getline(step.path, step.line).strip()
+    text = _line(step)
     where = f"the caller at {step.path}:{step.line}"
     parsed = _in_place(text)
     if parsed is None:
@@ -211,8 +212,9 @@ def caller_host(step: Step) -> Host:
     return Host(where, text, op, factor, setting, emulated_because="it is the project's own code")
 
 
-_AUGMENTED = {ast.Mult: "mul", ast.Div: "div"}
-_METHODS = {"mul_": "mul", "div_": "div"}
+# The rescales the index finds a caller doing (facts/reports.py), as the in-place tensor method each one is.
+_AUGMENTED = {type(ast.parse(f"x {op} k").body[0].op): "mul" if op == "*=" else "div" for op in RESCALING_OPERATORS}
+_METHODS = {method: method.rstrip("_") for method in RESCALING_METHODS}
 
 
 def _in_place(text: str) -> tuple[str, str] | None:
@@ -231,10 +233,17 @@ def _in_place(text: str) -> tuple[str, str] | None:
 
 
 def host_of(context: str, steps: Sequence[Step]) -> Host | None:
-    """The host of a finding's context (its chain's last step for an in-place caller); None if none is known."""
+    """The host of a finding's context; None if none is known. An in-place caller's is the last step of its
+    chain that is an in-place rescale (the chain ends there), else its last step."""
     if context == IN_PLACE_CALLER and steps:
-        return caller_host(steps[-1])
+        rescales = [step for step in steps if _in_place(_line(step)) is not None]
+        return caller_host((rescales or list(steps))[-1])
     return HOSTS.get(context)
+
+
+def _line(step: Step) -> str:
+    linecache.checkcache(step.path)  # the file as it is now, not as an earlier read cached it
+    return linecache.getline(step.path, step.line).strip()
 
 
 # What runs under a host.

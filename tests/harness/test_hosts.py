@@ -163,3 +163,10 @@ def test_the_loss_a_host_takes_from_what_the_function_returned() -> None:
     assert hosts.returned_loss(types.SimpleNamespace(loss=loss)) is loss
     assert hosts.returned_loss((loss, {})) is None  # a Megatron (loss, report): not a host's
     assert hosts.returned_loss({"logits": loss}) is None
+
+
+def test_an_in_place_callers_host_is_the_rescale_its_chain_names() -> None:
+    steps = (Step(str(OWN_LOOP), 17, "returned to train"), Step(str(OWN_LOOP), 18, "/="), Step(str(OWN_LOOP), 19, "?"))
+    host = hosts.host_of(IN_PLACE_CALLER, steps)
+    assert host is not None and (host.name, host.line) == (f"the caller at {OWN_LOOP}:18", "loss /= accum")
+    assert hosts.host_of("unreached", steps) is None
