@@ -440,7 +440,10 @@ def _run_real(host: Host, subjects: Sequence[Subject]) -> list[HostRun]:
     root = str(Path(flux_alias_lint.__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory(prefix="flux-host-") as work:
         job = Path(work) / "job.pickle"
-        job.write_bytes(pickle.dumps((host, list(subjects))))
+        try:
+            job.write_bytes(pickle.dumps((host, list(subjects))))
+        except (RecursionError, pickle.PicklingError) as exc:  # a syntax tree nested too deep to pickle
+            raise HostError(f"its code could not be handed to another process ({type(exc).__name__})") from None
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(host.release.path), root, os.environ.get("PYTHONPATH")])),
