@@ -194,8 +194,8 @@ HOSTS: dict[str, Host] = {
 
 
 def caller_host(step: Step) -> Host:
-    """The host of an ``in-place-caller`` finding: the caller's own in-place line (the chain's last step),
-    emulated. A number it spells is its factor; a name gets ``OPERAND``."""
+    """The host of an ``in-place-caller`` finding: the caller's own in-place line at ``step``, emulated. A number
+    it spells is its factor; a name gets ``OPERAND``."""
     text = _line(step)
     where = f"the caller at {step.path}:{step.line}"
     parsed = _in_place(text)
