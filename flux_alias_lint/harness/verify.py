@@ -651,16 +651,17 @@ def _verify_hosted(
             probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
         except ProbeError as exc:
             return [verdicts.get(key) or Verdict(item.finding, False, str(exc)) for key, item in enumerate(items)]
-        for execution in _explore(probe, deadline):
+        for explored in _explore(probe, deadline):
             pending = [key for key in range(len(items)) if key not in verdicts]
-            problem = _shape_problem(execution) if execution.error is not None else None
-            if problem is None and returned_loss(execution.outputs) is None:
-                what = _describe(execution.outputs)
+            problem = _shape_problem(explored) if explored.error is not None else None
+            if problem is None and returned_loss(explored.outputs) is None:
+                what = _describe(explored.outputs)
                 problem = ((2, 0), f"with stand-in inputs it returned {what}, not a loss or a model output with one")
             if problem is not None:
                 for key in pending:
                     furthest[key].note(*problem)
                 continue
+            execution = _with_scalar_loss(probe, explored)
             by_host: dict[Host, list[int]] = collections.defaultdict(list)
             for key in pending:
                 if entries[id(items[key].raw.entry)] in execution.marks:
@@ -682,6 +683,26 @@ def _verify_hosted(
         if len(verdicts) == len(items):
             break
     return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
+
+
+def _with_scalar_loss(probe: Probe, execution: Execution) -> Execution:
+    """The execution, or the same path with one named stand-in a scalar (the one made last first) where that makes
+    the returned loss a single value: a host's backward step needs one, as a real loss is (`outputs["loss"]`)."""
+    if returned_loss(execution.outputs).numel() == 1:
+        return execution
+    for name in reversed(list(execution.made)):
+        if execution.roles.get(name) == "scalar":
+            continue
+        trial = probe.execute(execution.taken, {**execution.roles, name: "scalar"})
+        loss = returned_loss(trial.outputs) if trial.error is None else None
+        if (
+            loss is not None
+            and loss.numel() == 1
+            and trial.taken == execution.taken
+            and trial.marks.keys() >= execution.marks.keys()
+        ):
+            return trial
+    return execution
 
 
 def _judge_hosted(item: Located, key: str, host: Host, before: HostRun, after: HostRun) -> Verdict:

@@ -73,6 +73,17 @@ def test_a_kept_loss_is_confirmed_under_the_real_host(real_hosts: None, context:
     assert verdict.confirmed_by == BY_HOST
 
 
+def test_a_models_output_read_by_key_is_run_with_a_scalar_loss(real_hosts: None) -> None:
+    # `model(**inputs)` gives a mapping (tried after a tensor); the loss read from it is made a scalar, since the
+    # real training_step's backward needs one.
+    path = CASES / "trainer_model_output.py"
+    [verdict] = _verify(path, "compute_loss", hosts.TRAINING_STEP, (Step(str(path), 6, "compute_loss"),))
+    assert verdict.confirmed, verdict.detail
+    assert verdict.detail.startswith(
+        "self.last_loss 2 -> 4 (×2.00) after Trainer.training_step (transformers 4.46.0, real: "
+    )
+
+
 def test_composer_is_emulated_and_says_why() -> None:
     verdict = _trainer(hosts.COMPOSER)
     assert verdict.confirmed, verdict.detail
