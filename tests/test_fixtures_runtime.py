@@ -32,6 +32,7 @@ import pytest
 import torch
 from fixture_corpus import (
     CAPTURE_CODE,
+    FIXTURES,
     CheckerCase,
     FixerPair,
     Kind,
@@ -44,6 +45,7 @@ from fixture_corpus import (
 )
 from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
 
+from flux_alias_lint.cli import main
 from flux_alias_lint.harness import hosts
 from flux_alias_lint.harness.captures import CaptureWatch
 from flux_alias_lint.index.reach import IN_PLACE_CALLER
@@ -285,3 +287,30 @@ def test_a_kept_loss_moves_under_its_host_and_a_copy_does_not(context: str):
     assert_claim(Kind.POSITIVE, kept, captures=True)
     assert_claim(Kind.NEGATIVE, copied, captures=True)
     assert_same_training(kept, copied)
+
+
+def _host_projects() -> list[pathlib.Path]:
+    """The fixture projects (folders) whose expected FAL005 findings name a host's context or an in-place caller."""
+    contexts = {*hosts.HOSTS, IN_PLACE_CALLER}
+    return sorted(
+        expected.parent
+        for expected in FIXTURES.glob("FAL*/*/expected")
+        if any(
+            line.split()[1] == CAPTURE_CODE and line.split()[-1] in contexts
+            for line in expected.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        )
+    )
+
+
+@pytest.mark.parametrize("project", _host_projects(), ids=fixture_id)
+def test_a_host_project_is_confirmed_under_its_host(project: pathlib.Path, capsys: pytest.CaptureFixture[str]):
+    # `verify` runs each finding under its host: the real pinned release (installed into the cache on first use),
+    # else the recorded line; the kept value must move there and hold after the fix.
+    for release in hosts.releases():
+        hosts.install(release)
+    assert main(["verify", str(project), "--format", "json"]) == 0, capsys.readouterr().out
+    verdicts = json.loads(capsys.readouterr().out)
+    hosted = [v for v in verdicts if v["code"] == CAPTURE_CODE and v["context"] in {*hosts.HOSTS, IN_PLACE_CALLER}]
+    assert hosted, "no finding under a host"
+    assert all(v["confirmed"] for v in verdicts), [v["detail"] for v in verdicts if not v["confirmed"]]
