@@ -56,7 +56,7 @@ def training_step(host: Host, made: Made, work: str) -> list[Any]:
     from transformers import Trainer, TrainingArguments
 
     class Hosted(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: ANN001, ANN201
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             return made(model(**inputs)["logits"])
 
     model = _tiny_model(torch)
