@@ -378,6 +378,7 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/internals.md", r"^`python bench/bench\.py \[--tree DIR\]", (*TIMING, "command")),
     Record("docs/internals.md", r"Its time was measured on this 2-core machine", (*TIMING, "commit", "command")),
     Record("docs/prove-it.md", r"^`python bench/verify_injected\.py` copies", TREE),
+    Record("docs/prove-it.md", r"^`python bench/hosts\.py` makes a finding", TREE),
     Record("docs/prove-it.md", r"The check costs tens of microseconds per call", (*TIMING, "command")),
     Record("docs/prove-it.md", r"^Overhead per microbatch, `python bench/schedule_overhead\.py`", (*TIMING, "command")),
 )
@@ -428,6 +429,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/prove-it.md", "Confirming findings: `flux-alias-lint verify`"): "quotes: verify on fixtures/, its limits",
     ("docs/prove-it.md", "Injected into real loss functions"): "record",
     ("docs/prove-it.md", "On public trees"): "record",
+    ("docs/prove-it.md", "Under other hosts"): "record: bench/hosts.py",
     ("docs/usage.md", "Usage and configuration"): "none",
     ("docs/usage.md", "Configuration"): "an example",
     ("docs/usage.md", "Limits"): "quotes: the defaults",

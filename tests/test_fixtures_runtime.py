@@ -11,12 +11,17 @@ every tensor the fixture's code keeps in a container or on an object (its module
 locals and closure variables of its frames) is snapshotted when first seen there, and compared with
 itself after Megatron's rescale. A FAL005 positive's captured
 value must move, a FAL005 negative's must not, and neither may a fixed one's.
+
+A fixture whose loss function returns a bare loss that a host rescales (its findings' context is a row of
+``harness.hosts.HOSTS``, or an in-place caller's) runs under that host instead: the real pinned release where
+there is one (installed into the cache on first use), else the host's recorded line (``run_through_host``).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import fnmatch
 import importlib.util
 import itertools
 import json
@@ -27,18 +32,23 @@ import pytest
 import torch
 from fixture_corpus import (
     CAPTURE_CODE,
+    FIXTURES,
     CheckerCase,
     FixerPair,
     Kind,
     api,
     checker_cases,
     fixer_pairs,
+    fixture_id,
     read_source,
     report_path_pattern,
 )
 from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
 
+from flux_alias_lint.cli import main
+from flux_alias_lint.harness import hosts
 from flux_alias_lint.harness.captures import CaptureWatch
+from flux_alias_lint.index.reach import IN_PLACE_CALLER
 
 BASE = (0.5, 1.25, 2.0, 3.5)  # no zero sums or products: every alias visibly moves
 NUM_MICROBATCHES = 2
@@ -116,8 +126,42 @@ class Run:
     captures_moved: dict[str, str] = dataclasses.field(default_factory=dict)  # kept tensors that changed
 
 
-def run_through_megatron(path: pathlib.Path) -> Run:
+# Fixtures a host runs whose expected files cannot say so (a negative names no context): fixture id pattern
+# (fnmatch, e.g. "FAL005/trainer_*") → context. A positive is run by its findings' context.
+HOST_CASES: dict[str, str] = {}
+HOST_CASES_DIR = pathlib.Path(__file__).resolve().parent / "harness" / "host_cases"
+
+
+def run_through_megatron(path: pathlib.Path, like: pathlib.Path | None = None) -> Run:
+    """``path``'s ``loss_func`` through Megatron's rescale, or through its host when a host rescales its bare
+    returned loss; ``like``: the file whose findings say which (a fixer pair's input, for its output)."""
+    host = _host_of(like or path)
+    if host is not None:
+        [run] = run_through_host(host, [path])
+        return run
     return run_loss_func(path)
+
+
+def _host_of(path: pathlib.Path) -> hosts.Host | None:
+    """The host that rescales the bare loss ``path``'s ``loss_func`` returns, if one does."""
+    for pattern, context in HOST_CASES.items():
+        if fnmatch.fnmatch(fixture_id(path), pattern):
+            return hosts.HOSTS[context]
+    if not isinstance(_load_loss_func(path)(torch.tensor(BASE, requires_grad=True) * 1.0), torch.Tensor):
+        return None  # a (loss, report): Megatron's rescale, or an in-place caller standing in for it
+    for finding in api("check_source")(read_source(path).text, str(path)):
+        if finding.context in hosts.HOSTS or finding.context == IN_PLACE_CALLER:
+            return hosts.host_of(finding.context, finding.reached_by)
+    return None
+
+
+def run_through_host(host: hosts.Host, paths: list[pathlib.Path]) -> list[Run]:
+    """Each file's ``loss_func`` under ``host`` (one run for them all): the values it kept that moved, its loss
+    and its gradients (its own, then those of the host's model)."""
+    runs = hosts.run_under_host(host, [hosts.ModuleSubject(str(path)) for path in paths], install_missing=True)
+    for path, run in zip(paths, runs, strict=True):
+        assert not run.error, f"{path} under {host.name} ({run.ran}): {run.error}"
+    return [Run({}, tuple(run.loss or ()), tuple(map(tuple, run.grads)), run.moved) for run in runs]
 
 
 def run_loss_func(path: pathlib.Path) -> Run:
@@ -209,7 +253,7 @@ def test_checker_fixture_is_honest(case: CheckerCase):
 def test_fixer_pair_is_honest(pair: FixerPair):
     kind = pair.kind()
     before = run_through_megatron(pair.in_path)
-    after = run_through_megatron(pair.out_path)
+    after = run_through_megatron(pair.out_path, like=pair.in_path)
     assert_claim(kind, before, _captures(pair.in_path))
     assert_claim(Kind.NEGATIVE if kind is Kind.POSITIVE else kind, after, _captures(pair.in_path))
     assert_same_training(before, after)
@@ -227,9 +271,46 @@ def test_fix_source_stops_the_rescale_leaking(path: pathlib.Path, tmp_path: path
     fixed_path = tmp_path / path.name
     fixed_path.write_bytes(source.encode(fix_source(source.text)))
     before = run_through_megatron(path)
-    after = run_through_megatron(fixed_path)
+    after = run_through_megatron(fixed_path, like=path)
     assert_claim(Kind.POSITIVE, before, _captures(path))
     assert not after.moved, f"the report still moves after fix_source: {after.moved}"
     if _captures(path):
         assert not after.captures_moved, f"kept values still change after fix_source: {after.captures_moved}"
     assert_same_training(before, after)
+
+
+@pytest.mark.parametrize("context", sorted(hosts.HOSTS))
+def test_a_kept_loss_moves_under_its_host_and_a_copy_does_not(context: str):
+    kept, copied = run_through_host(
+        hosts.HOSTS[context], [HOST_CASES_DIR / "kept_on_self.py", HOST_CASES_DIR / "kept_copy.py"]
+    )
+    assert_claim(Kind.POSITIVE, kept, captures=True)
+    assert_claim(Kind.NEGATIVE, copied, captures=True)
+    assert_same_training(kept, copied)
+
+
+def _host_projects() -> list[pathlib.Path]:
+    """The fixture projects (folders) whose expected FAL005 findings name a host's context or an in-place caller."""
+    contexts = {*hosts.HOSTS, IN_PLACE_CALLER}
+    return sorted(
+        expected.parent
+        for expected in FIXTURES.glob("FAL*/*/expected")
+        if any(
+            line.split()[1] == CAPTURE_CODE and line.split()[-1] in contexts
+            for line in expected.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        )
+    )
+
+
+@pytest.mark.parametrize("project", _host_projects(), ids=fixture_id)
+def test_a_host_project_is_confirmed_under_its_host(project: pathlib.Path, capsys: pytest.CaptureFixture[str]):
+    # `verify` runs each finding under its host: the real pinned release (installed into the cache on first use),
+    # else the recorded line; the kept value must move there and hold after the fix.
+    for release in hosts.releases():
+        hosts.install(release)
+    assert main(["verify", str(project), "--format", "json"]) == 0, capsys.readouterr().out
+    verdicts = json.loads(capsys.readouterr().out)
+    hosted = [v for v in verdicts if v["code"] == CAPTURE_CODE and v["context"] in {*hosts.HOSTS, IN_PLACE_CALLER}]
+    assert hosted, "no finding under a host"
+    assert all(v["confirmed"] for v in verdicts), [v["detail"] for v in verdicts if not v["confirmed"]]

@@ -291,6 +291,9 @@ def usage_kinds(function: cst.CSTNode) -> dict[str, Kind]:
             name = _root(node.func)
             if name:
                 objects.add(name)
+            for arg in node.args:  # `model(**inputs)`: a Trainer's batch of keyword inputs
+                if arg.star == "**" and (unpacked := _root(arg.value)):
+                    mappings.add(unpacked)
 
     function.visit(Visitor())
     keys.update(key for name, key in indexed if name in mappings)

@@ -224,6 +224,10 @@ class Stub:
         tensor = _first_tensor(args, kwargs)
         if tensor is None:
             return self.child("()")
+        # `outputs = model(**inputs)`: a model called with keyword inputs alone may return a mapping (a
+        # transformers ModelOutput, read as `outputs["loss"]`): tried after the tensor, as an undecided branch.
+        if not args and not self._run.choose():
+            return StandInMapping(self._run)
         # `loss, log = helper(logits)`: the tensor first, then stubs, as many as the caller unpacks.
         count = unpacked_after_call(sys._getframe(1))
         if count:

@@ -31,13 +31,14 @@ from typing import Any
 import libcst as cst
 
 from ..finding import Finding
-from ..index.reach import MEGATRON
+from ..index.reach import IN_PLACE_CALLER, MEGATRON
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
 from ..rules import CAPTURE_CODE
 from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import Snapshot, changed_since, snapshot
+from .hosts import HOSTS, Host, HostRun, ProbeSubject, host_of, returned_loss, run_under_host
 from .megatron import installed_megatron_version
 from .per_token import per_token_setting
 from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, ProbeTimeout, build_probe, functions
@@ -112,6 +113,8 @@ class Settings:
 BY_RESCALE = "rescale"
 BY_SCHEDULE = "forward_backward_no_pipelining"
 BY_CALL = "call"
+# A capture of a bare returned loss that a host other than Megatron rescales (hosts.py): run under that host.
+BY_HOST = "host"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -425,9 +428,13 @@ def _verify_function(
     path: str,
 ) -> list[Verdict]:
     """One verdict per item, all flagged in ``function``: captures by their writers, the rest by the rescale."""
-    captures = [item for item in items if item.finding.code == CAPTURE_CODE]
+    hosted = [item for item in items if _hosted(item)]
+    captures = [item for item in items if item.finding.code == CAPTURE_CODE and not _hosted(item)]
     reports = [item for item in items if item.finding.code != CAPTURE_CODE]
     verdict_of: dict[int, Verdict] = {}
+    if hosted:
+        found = _verify_hosted(module, function, hosted, path)
+        verdict_of.update({id(item): verdict for item, verdict in zip(hosted, found, strict=True)})
     if reports:
         found = _verify_reports(module, function, fixed_module, fixed_function, reports, settings, path)
         verdict_of.update({id(item): verdict for item, verdict in zip(reports, found, strict=True)})
@@ -613,6 +620,107 @@ def _verify_captures(
         if len(verdicts) == len(items):
             break
     return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
+
+
+def _hosted(item: Located) -> bool:
+    """A capture of the loss its function returns that a host other than Megatron rescales: a third-party host
+    (hosts.HOSTS) whatever the function returns it in, or an in-place caller of a bare returned loss."""
+    finding = item.finding
+    if finding.code != CAPTURE_CODE or item.raw.write is not None:
+        return False
+    return finding.context in HOSTS or (finding.context == IN_PLACE_CALLER and item.raw.whole_return)
+
+
+def _verify_hosted(
+    module: cst.Module, function: cst.FunctionDef | cst.Lambda, items: Sequence[Located], path: str
+) -> list[Verdict]:
+    """One verdict per capture of the returned loss in ``function``: the first execution that makes the captured
+    value and returns a bare loss is replayed under the finding's host (hosts.py), before and after the fix."""
+    entries: dict[int, int] = {}
+    nodes: dict[int, cst.CSTNode] = {}
+    for item in items:
+        entries.setdefault(id(item.raw.entry), len(entries))
+        nodes[id(item.raw.entry)] = item.raw.entry
+    marked = [(node, entries[key]) for key, node in nodes.items()]
+    fixes = [(i.raw.entry, i.finding.fix_before, i.finding.fix_after) for i in items if i.finding.fixable]
+    verdicts: dict[int, Verdict] = {}
+    furthest = [_Furthest() for _ in items]
+    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    for shape, faithful in itertools.product(SHAPES, (True, False)):
+        try:
+            probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
+        except ProbeError as exc:
+            return [verdicts.get(key) or Verdict(item.finding, False, str(exc)) for key, item in enumerate(items)]
+        for explored in _explore(probe, deadline):
+            pending = [key for key in range(len(items)) if key not in verdicts]
+            problem = _shape_problem(explored) if explored.error is not None else None
+            if problem is None and returned_loss(explored.outputs) is None:
+                what = _describe(explored.outputs)
+                problem = ((2, 0), f"with stand-in inputs it returned {what}, not a loss or a model output with one")
+            if problem is not None:
+                for key in pending:
+                    furthest[key].note(*problem)
+                continue
+            execution = _with_scalar_loss(probe, explored)
+            by_host: dict[Host, list[int]] = collections.defaultdict(list)
+            for key in pending:
+                if entries[id(items[key].raw.entry)] in execution.marks:
+                    finding = items[key].finding
+                    by_host[host_of(finding.context, finding.reached_by)].append(key)  # type: ignore[index]
+                else:
+                    furthest[key].note((1, 0), "it returned, but never made the captured value")
+            for host, keys in by_host.items():
+                subject = ProbeSubject(
+                    module, function, marked, [], shape, faithful, path, execution.taken, dict(execution.roles)
+                )
+                before, after = run_under_host(host, [subject, dataclasses.replace(subject, fixes=fixes)])
+                for key in keys:
+                    verdicts[key] = _judge_hosted(
+                        items[key], str(entries[id(items[key].raw.entry)]), host, before, after
+                    )
+            if len(verdicts) == len(items):
+                break
+        if len(verdicts) == len(items):
+            break
+    return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
+
+
+def _with_scalar_loss(probe: Probe, execution: Execution) -> Execution:
+    """The execution, or the same path with one named stand-in a scalar (the one made last first) where that makes
+    the returned loss a single value: a host's backward step needs one, as a real loss is (`outputs["loss"]`)."""
+    if returned_loss(execution.outputs).numel() == 1:
+        return execution
+    for name in reversed(list(execution.made)):
+        if execution.roles.get(name) == "scalar":
+            continue
+        trial = probe.execute(execution.taken, {**execution.roles, name: "scalar"})
+        loss = returned_loss(trial.outputs) if trial.error is None else None
+        if (
+            loss is not None
+            and loss.numel() == 1
+            and trial.taken == execution.taken
+            and trial.marks.keys() >= execution.marks.keys()
+        ):
+            return trial
+    return execution
+
+
+def _judge_hosted(item: Located, key: str, host: Host, before: HostRun, after: HostRun) -> Verdict:
+    """``before``, ``after``: the function and the fixed function on the same path, each under ``host``."""
+    finding, place = item.finding, item.finding.report_path
+    under = f"{host.name} ({before.ran})"
+    if before.error:
+        return Verdict(finding, False, f"under {under} it raised {before.error}")
+    if key not in before.moved:
+        return Verdict(finding, False, f"{place} held the captured value and it did not move after {under}")
+    moved = f"{place} {before.moved[key]} after {under}"
+    if after.error:
+        return Verdict(finding, False, f"{moved} before fix; the fixed function raised {after.error}")
+    if key in after.moved:
+        return Verdict(finding, False, f"{moved} before fix, still moves after the fix")
+    if (before.loss, before.grads) != (after.loss, after.grads):
+        return Verdict(finding, False, f"{moved} before fix, held after; but the fix changed the loss or grad")
+    return Verdict(finding, True, f"{moved} before fix, held after; loss and grad unchanged", BY_HOST)
 
 
 def _observe_fixed(fixed: Execution, before: _Observed, settings: Settings, whole_return: bool) -> _Observed | str:
