@@ -94,10 +94,13 @@ class Calls(Classes):
                             calls.setdefault(name, []).append((inner, call, head, given, keywords))
         return calls
 
-    def _filed(self, module: Symbols, scope: list[ast.AST], registry: ast.expr, depth: int) -> Iterator[Value]:
+    def _filed(
+        self, module: Symbols, scope: list[ast.AST], registry: ast.expr, depth: int, key: ast.expr | None = None
+    ) -> Iterator[Value]:
         """The functions filed into `registry` (a name, maybe imported): the elements of the dict, list
         or tuple it is bound to, what is stored into it (`LOSSES[name] = fn`), and what a decorator
-        files into it."""
+        files into it. A constant `key` (`LOSSES["ce"]`, `fns[0]`) keeps the entries filed under a key
+        that may equal it."""
         if not isinstance(registry, ast.Name):
             return
         name = registry.id
@@ -108,14 +111,14 @@ class Calls(Classes):
             path = find_module(module.path, owner, level) if owner or level else None
             target = self._module(path) if path is not None else None
             if target is not None and target is not module:
-                yield from self._filed(target, [], ast.Name(there, ast.Load()), depth + 1)
+                yield from self._filed(target, [], ast.Name(there, ast.Load()), depth + 1, key)
                 return
         for value in values:
-            elements = value.values if isinstance(value, ast.Dict) else value.elts
-            for element in elements:
-                if element is not None:
-                    yield from self._values(module, scope, element, depth)
+            for element in _entries(value, key):
+                yield from self._values(module, scope, element, depth)
         for inner, stmt in self._subscript_stores(module).get(name, ()):
+            if not _may_equal(key, stmt.targets[0]):
+                continue
             step = self._step(module, stmt, f"filed into {name}")
             for found in self._values(module, inner, stmt.value, depth):
                 yield found._replace(steps=(*found.steps, step))
@@ -195,6 +198,28 @@ class Calls(Classes):
 
 # What a registry's name may be bound to (`Resolver._filed`).
 _REGISTRIES = (ast.Dict, ast.List, ast.Tuple)
+
+
+def _entries(display: ast.expr, key: ast.expr | None) -> list[ast.expr]:
+    """The entries of a dict, list or tuple display that `display[key]` may be."""
+    if isinstance(display, ast.Dict):
+        return [v for k, v in zip(display.keys, display.values, strict=True) if k is None or _same(key, k)]
+    index = key.value if isinstance(key, ast.Constant) else None
+    if type(index) is int and not any(isinstance(e, ast.Starred) for e in display.elts):
+        return display.elts[index : index + 1] if -len(display.elts) <= index < len(display.elts) else []
+    return list(display.elts)
+
+
+def _may_equal(key: ast.expr | None, target: ast.expr) -> bool:
+    """Whether a store `name[k] = ...` (`target`) may file under `key`."""
+    return not isinstance(target, ast.Subscript) or _same(key, target.slice)
+
+
+def _same(key: ast.expr | None, other: ast.expr) -> bool:
+    """Whether two keys may be equal: only two constants can be told apart."""
+    if isinstance(key, ast.Constant) and isinstance(other, ast.Constant):
+        return type(key.value) is type(other.value) and key.value == other.value
+    return True
 
 
 def _passing(call: ast.Call, parameter: str, function: str) -> str:

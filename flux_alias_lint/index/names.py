@@ -70,8 +70,8 @@ class Names(Modules):
                     defs.setdefault(stmt.name, []).append(stmt)
                 elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                     for target in _targets(stmt):
-                        if isinstance(target, ast.Name):
-                            assigned.setdefault(target.id, []).append(stmt.value)
+                        for name, value in _unpacked(target, stmt.value):
+                            assigned.setdefault(name, []).append(value)
             found = self._bound[id(function)] = (defs, assigned)
         return found
 
@@ -137,6 +137,35 @@ class Names(Modules):
         if name in target.targets and depth < _DEPTH and "." in target.targets[name][0]:  # re-exported
             return self._class_at(target, *target.targets[name], depth + 1)
         return []
+
+
+def _unpacked(target: ast.expr, value: ast.expr) -> Iterator[tuple[str, ast.expr]]:
+    """The names `target = value` binds, each with its value: a tuple or list unpacking a display
+    pairs them element by element (`a, (b, c) = f, (g, h)`; a starred name gets the list of the rest)."""
+    if isinstance(target, ast.Name):
+        yield target.id, value
+        return
+    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))):
+        return
+    if any(isinstance(e, ast.Starred) for e in value.elts):
+        return
+    starred = [i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)]
+    if not starred:
+        if len(target.elts) == len(value.elts):
+            for inner, given in zip(target.elts, value.elts, strict=True):
+                yield from _unpacked(inner, given)
+        return
+    at, after = starred[0], len(target.elts) - starred[0] - 1
+    if len(starred) > 1 or len(value.elts) < at + after:
+        return
+    tail = len(value.elts) - after
+    pairs = [
+        *zip(target.elts[:at], value.elts[:at], strict=True),
+        *zip(target.elts[at + 1 :], value.elts[tail:], strict=True),
+    ]
+    for inner, given in pairs:
+        yield from _unpacked(inner, given)
+    yield from _unpacked(target.elts[at].value, ast.copy_location(ast.List(value.elts[at:tail], ast.Load()), value))
 
 
 def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:

@@ -86,7 +86,7 @@ class Resolver(Calls):
         elif isinstance(node, ast.Call):
             yield from self._called(module, scope, node, depth)
         elif isinstance(node, ast.Subscript):  # `LOSSES[name]`
-            yield from self._filed(module, scope, node.value, depth)
+            yield from self._filed(module, scope, node.value, depth, node.slice)
         elif isinstance(node, ast.IfExp):
             yield from self._values(module, scope, node.body, depth)
             yield from self._values(module, scope, node.orelse, depth)
@@ -108,7 +108,7 @@ class Resolver(Calls):
             yield from self._values(module, scope, call.args[0], depth)
             return
         if isinstance(func, ast.Attribute) and func.attr == "get" and call.args:
-            yield from self._filed(module, scope, func.value, depth)
+            yield from self._filed(module, scope, func.value, depth, call.args[0])
         for class_module, cls in self._classes(module, func, depth):
             for method in self._methods(class_module, cls, "__call__", 0) or self._methods(
                 class_module, cls, "forward", 0
@@ -137,6 +137,9 @@ class Resolver(Calls):
             return
         owner = _parameter_owner(scope, node.id) if self._follow_parameters else None
         passed = list(self._passed(module, scope[: scope.index(owner) + 1], node.id, depth)) if owner else []
+        default = _default(owner, node.id) if owner else None
+        if default is not None:  # what the callers that pass nothing for it get
+            passed += self._values(module, scope[: scope.index(owner)], default, depth)
         if passed:
             yield from passed
         elif node.id in module.defs:
@@ -168,6 +171,16 @@ class Resolver(Calls):
         subclasses = is_self_attribute(owner)
         for class_module, cls in self._instance_of(module, scope, owner, depth):
             yield from self._members(class_module, cls, attr, depth, subclasses=subclasses)
+
+
+def _default(function: ast.AST, name: str) -> ast.expr | None:
+    """The default value of `function`'s parameter `name`, if it has one."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    for arg, value in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
+        if arg.arg == name:
+            return value
+    return next((v for a, v in zip(args.kwonlyargs, args.kw_defaults, strict=True) if a.arg == name), None)
 
 
 def _callable_value(node: ast.expr) -> bool:
