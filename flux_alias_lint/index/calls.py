@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from .classes import Classes
 from .files import find_module
-from .names import _FUNCTIONS, Found, Value, _bound_locally
+from .names import _FUNCTIONS, Found, Value, _bound_locally, _parameter_owner
 from .nodes import body_walk, last_name, parameters, positional
 from .reach import MEGATRON, Reach, Step
 from .symbols import Symbols
@@ -63,7 +63,8 @@ class Calls(Classes):
             return
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
-            for inner, call, head, given, keywords in self._calls_named(caller).get(function.name, ()):
+            names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
+            for inner, call, head, given, keywords in (c for n in names for c in self._calls_named(caller).get(n, ())):
                 if nested and (not inner or inner[-1] is not scope[-2]):
                     continue
                 passed = keywords.get(parameter)
@@ -105,6 +106,14 @@ class Calls(Classes):
             return
         name = registry.id
         _, values = self._named(module, scope, name, _REGISTRIES)
+        owner = None if values else _parameter_owner(scope, name)
+        if owner is not None:  # a registry passed in: what the callers pass
+            inner = scope[: scope.index(owner) + 1]
+            for caller, at, call, passed in self._calls_of(module, inner, name, depth, bounded=True):
+                step = self._step(caller, call, _passing(call, name, owner.name))
+                for found in self._filed(caller, at, passed, depth + 1, key):
+                    yield found._replace(steps=(*found.steps, step))
+            return
         if not values and name in module.targets and not _bound_locally(scope, name):
             dotted, level = module.targets[name]
             owner, _, there = dotted.rpartition(".")
@@ -198,6 +207,16 @@ class Calls(Classes):
 
 # What a registry's name may be bound to (`Resolver._filed`).
 _REGISTRIES = (ast.Dict, ast.List, ast.Tuple)
+
+
+def _aliases(assigned: dict[str, list[ast.expr]], name: str) -> list[str]:
+    """The module-level names bound to a name or attribute ending in `name` (`run = train`), whose
+    calls may be `name`'s."""
+    return [
+        alias
+        for alias, values in assigned.items()
+        if alias != name and any(isinstance(v, (ast.Name, ast.Attribute)) and last_name(v) == name for v in values)
+    ]
 
 
 def _entries(display: ast.expr, key: ast.expr | None) -> list[ast.expr]:

@@ -132,11 +132,8 @@ class Classes(Names):
 
     def _inherited(self, module: Symbols, cls: ast.ClassDef, name: str, depth: int) -> Found:
         """Method `name` of `cls`, or the one it inherits from its nearest base that has it (bases in
-        other modules too)."""
-        own = self._methods(module, cls, name, 0)
-        if own:
-            return [(module, m) for m in own]
-        for base_module, base in self._bases(module, cls, depth):
+        other modules too; nearest first, so a diamond's sibling base before their common one)."""
+        for base_module, base in [(module, cls), *self._bases(module, cls, depth)]:
             methods = [s for s in base.body if isinstance(s, _FUNCTIONS) and s.name == name]
             if methods:
                 return [(base_module, methods[0])]

@@ -57,6 +57,8 @@ class Names(Modules):
             values = [value for value in assigned.get(name, ()) if isinstance(value, kinds)]
             if values:
                 return [], values
+            if not isinstance(function, ast.Module) and name in parameters(function):
+                return [], []  # a parameter hides the enclosing scopes' `name`: what the callers pass
         return [], []
 
     def _bindings(self, function: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]:
@@ -95,6 +97,27 @@ class Names(Modules):
                 return self._resolve_dotted(target, *target.targets[rest[0]], depth + 1)
             if len(rest) == 2 and rest[0] in target.classes:
                 return [(target, m) for m in self._methods(target, target.classes[rest[0]], rest[1], 0)]
+        return []
+
+    def _star_imported(self, module: Symbols, name: str, depth: int) -> Found:
+        """The def `name` of a module `module` imports with `from m import *` (or, through it, imports
+        or re-exports), the last such import first."""
+        for node in reversed(module.tree.body):
+            if not (isinstance(node, ast.ImportFrom) and node.names[0].name == "*") or depth >= _DEPTH:
+                continue
+            path = find_module(module.path, node.module or "", node.level)
+            target = self._module(path) if path is not None else None
+            if target is None or target is module:
+                continue
+            if name in target.defs:
+                return [(target, target.defs[name])]
+            found = (
+                self._resolve_dotted(target, *target.targets[name], depth + 1)
+                if name in target.targets
+                else self._star_imported(target, name, depth + 1)
+            )
+            if found:
+                return found
         return []
 
     def _classes(self, module: Symbols, node: ast.expr, depth: int = 0) -> list[tuple[Symbols, ast.ClassDef]]:

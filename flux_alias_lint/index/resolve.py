@@ -146,12 +146,23 @@ class Resolver(Calls):
             yield Value(module, module.defs[node.id])
         elif node.id in module.targets:
             yield from self._dotted(module, *module.targets[node.id], depth)
+        else:
+            yield from (Value(m, f) for m, f in self._star_imported(module, node.id, depth))
 
     def _attribute(self, module: Symbols, scope: list[ast.AST], node: ast.Attribute, depth: int) -> Iterator[Value]:
         """`self.name`: the class's members (its methods, its subclasses' overrides, what is stored as
         `self.name`); `obj.name`, `obj` an instance of a class of the project: that class's members
         and its subclasses'; `Class.name`; `module.name`."""
         owner, attr = node.value, node.attr
+        if isinstance(owner, ast.Call) and last_name(owner.func) == "super":  # the bases' member
+            cls = _enclosing_class(scope)
+            if cls is not None:
+                for base_module, base in self._bases(module, cls, depth):
+                    methods = self._inherited(base_module, base, attr, depth)
+                    if methods:
+                        yield from (Value(m_module, m) for m_module, m in methods)
+                        return
+            return
         if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
             cls = _enclosing_class(scope)
             if cls is not None:
