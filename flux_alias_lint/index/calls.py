@@ -54,11 +54,7 @@ class Calls(Classes):
         params = positional(function, through_attribute=method)
         position = params.index(parameter) if parameter in params else None
         nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
-        paths = [] if nested else self._mentioning(module.path, f"{function.name}(")
-        if not nested:  # `partial(name, ...)` binds its parameters too
-            partials = set(self._mentioning(module.path, "partial("))
-            paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
-        paths = [p for p in dict.fromkeys(paths) if p != module.path]
+        paths = self._caller_files(module, scope)
         if bounded and len(paths) > _CALLER_FILES:
             return
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
@@ -77,6 +73,17 @@ class Calls(Classes):
                 unknown_receiver = method and not bounded and isinstance(head, ast.Attribute) and not callees
                 if function in callees or unknown_receiver:
                     yield caller, inner, call, passed
+
+    def _caller_files(self, module: Symbols, scope: list[ast.AST]) -> list[str]:
+        """The other files that may call `scope[-1]` (or bind it with `functools.partial`): beyond
+        `_CALLER_FILES` of them, a value is not followed back through its parameters."""
+        function = scope[-1]
+        if len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS):  # nested: called in its own module
+            return []
+        paths = self._mentioning(module.path, f"{function.name}(")
+        partials = set(self._mentioning(module.path, "partial("))
+        paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
+        return [p for p in dict.fromkeys(paths) if p != module.path]
 
     def _calls_named(self, module: Symbols) -> dict[str, list[_Call]]:
         """The calls of `module` (and the partials binding a function) by the last name of the function

@@ -504,6 +504,11 @@ class References(Resolver):
         holding = [self._holding(root, files, word) for word in words]
         return [f for f in files if f in holding[0] and (len(words) == 1 or any(f in h for h in holding[1:]))]
 
+    def _mentioning(self, path: str, word: str) -> list[str]:
+        """`Modules._mentioning` read from this analysis' store of texts (the resolution's own
+        searches, such as `calls._caller_files`, ask it too)."""
+        return self._candidates(path, (word,))
+
     def _listing(self, root: str) -> list[str]:
         """`files.python_files(root)`, from the process's store while the directories holding them
         (and those above, up to the root) have their stamps: a file added or removed there changes
