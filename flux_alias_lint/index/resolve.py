@@ -178,10 +178,29 @@ class Resolver(Calls):
                 target, level = module.targets[owner.id]
                 yield from self._dotted(module, f"{target}.{attr}", level, depth)
                 return
+        head, dotted = _chain(node)
+        if head in module.targets and "." in dotted[len(head) + 1 :] and not _bound_locally(scope, head):
+            target, level = module.targets[head]  # `import pkg.mod`, then `pkg.mod.f`
+            found = list(self._dotted(module, target + dotted[len(head) :], level, depth))
+            if found:
+                yield from found
+                return
         # `self.x.attr` may be any subclass's (a declared base class); another object is of the class made.
         subclasses = is_self_attribute(owner)
         for class_module, cls in self._instance_of(module, scope, owner, depth):
             yield from self._members(class_module, cls, attr, depth, subclasses=subclasses)
+
+
+def _chain(node: ast.expr) -> tuple[str, str]:
+    """The head name and the dotted text of an attribute chain of names (`pkg.mod.f`: `pkg`,
+    `pkg.mod.f`); ("", "") for any other expression."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return "", ""
+    return node.id, ".".join([node.id, *reversed(names)])
 
 
 def _default(function: ast.AST, name: str) -> ast.expr | None:
