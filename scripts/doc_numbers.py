@@ -312,13 +312,13 @@ QUOTES: tuple[Quote, ...] = (
     Quote(
         "docs/context.md",
         r"followed to the calls of at most (\d+) other files",
-        _const("flux_alias_lint.index.resolve", "_CALLER_FILES"),
+        _const("flux_alias_lint.index.calls", "_CALLER_FILES"),
         "the files a parameter's callers are searched in",
     ),
     Quote(
         "docs/context.md",
         r"bounded by a depth \((\d+)\)",
-        _const("flux_alias_lint.index.resolve", "_DEPTH"),
+        _const("flux_alias_lint.index.names", "_DEPTH"),
         "the callable values' depth",
     ),
     Quote(
