@@ -270,7 +270,9 @@ class Escapes(References):
                 return self._step(module, call, f"passed to {function.name} as *{rest.arg}")
             step = self._step(module, call, f"passed as {parameter} to {function.name}")
             passed = value
-            callers = len(self._caller_files(target_module, target_module.scope_of(function)))
+            # A constructor's calls are spelled with its class's name, which this bound does not count.
+            constructor = function.name == "__init__"
+            callers = 0 if constructor else len(self._caller_files(target_module, target_module.scope_of(function)))
             if callers > _CALLER_FILES and value.cut is None:
                 what = f"called past {function.name}, which {callers} files call"
                 passed = dataclasses.replace(value, cut=(what, id(function)))
