@@ -51,8 +51,9 @@ def call_graph(root: str, unread: list[str] | None = None) -> dict[str, list[str
             source = graph[f"{prefix}.{layout[id(functions[-1])][1]}" if functions else prefix]
             for node in nodes:
                 for target_module, target in _run_by(resolver, module, scope, node):
-                    if id(target_module) in named and id(target) in named[id(target_module)][1]:
-                        source.add(f"{named[id(target_module)][0]}.{named[id(target_module)][1][id(target)][1]}")
+                    there = named.get(id(target_module))
+                    if there is not None and id(target) in there[1]:
+                        source.add(f"{there[0]}.{there[1][id(target)][1]}")
     return {name: sorted(callees) for name, callees in sorted(graph.items())}
 
 
