@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from .files import python_files
 from .names import _FUNCTIONS
@@ -21,7 +22,17 @@ from .resolve import Resolver
 from .symbols import Symbols
 
 _SCOPES = (*_FUNCTIONS, ast.Lambda, ast.ClassDef)
-Layout = dict[int, tuple[list[ast.AST], str]]  # each def, lambda and class: (scopes around it, dotted name)
+
+
+class Named(NamedTuple):
+    """A def, lambda or class of a module: itself, the scopes around it, its dotted name there."""
+
+    node: ast.AST
+    scope: list[ast.AST]
+    name: str
+
+
+Layout = dict[int, Named]  # by id of the node
 
 
 def call_graph(root: str, unread: list[str] | None = None) -> dict[str, list[str]]:
@@ -44,16 +55,15 @@ def call_graph(root: str, unread: list[str] | None = None) -> dict[str, list[str
     for module in [m for m in resolver._parsed.values() if m is not None and id(m) in named]:
         prefix, layout = named[id(module)]
         graph.setdefault(prefix, set())
-        classes = _classes(module)
-        graph.update({f"{prefix}.{name}": set() for node_id, (_, name) in layout.items() if node_id not in classes})
+        graph.update({f"{prefix}.{n.name}": set() for n in layout.values() if not isinstance(n.node, ast.ClassDef)})
         for scope, nodes in _own_nodes(module, layout):
             functions = [s for s in scope if not isinstance(s, ast.ClassDef)]
-            source = graph[f"{prefix}.{layout[id(functions[-1])][1]}" if functions else prefix]
+            source = graph[f"{prefix}.{layout[id(functions[-1])].name}" if functions else prefix]
             for node in nodes:
                 for target_module, target in _run_by(resolver, module, scope, node):
                     there = named.get(id(target_module))
                     if there is not None and id(target) in there[1]:
-                        source.add(f"{there[0]}.{there[1][id(target)][1]}")
+                        source.add(f"{there[0]}.{there[1][id(target)].name}")
     return {name: sorted(callees) for name, callees in sorted(graph.items())}
 
 
@@ -90,7 +100,7 @@ def _constructed(resolver: Resolver, module: Symbols, func: ast.expr) -> Iterato
 def _own_nodes(module: Symbols, layout: Layout) -> Iterator[tuple[list[ast.AST], list[ast.AST]]]:
     """Each scope of `module` (the module, each def, lambda and class) with the nodes it runs itself:
     a def's decorators and defaults and a class's bases run in the scope around it."""
-    scopes = [[], *([*layout[id(n)][0], n] for n in ast.walk(module.tree) if id(n) in layout)]
+    scopes = [[], *([*n.scope, n.node] for n in layout.values())]
     for scope in scopes:
         nodes = []
         for node in body_walk(scope[-1] if scope else module.tree):
@@ -99,10 +109,6 @@ def _own_nodes(module: Symbols, layout: Layout) -> Iterator[tuple[list[ast.AST],
                 for part in _heads(node):
                     nodes += ast.walk(part)
         yield scope, nodes
-
-
-def _classes(module: Symbols) -> set[int]:
-    return {id(n) for n in ast.walk(module.tree) if isinstance(n, ast.ClassDef)}
 
 
 def _lay_out(node: ast.AST, scope: list[ast.AST], prefix: str, counters: dict[int, int], found: Layout) -> None:
@@ -120,7 +126,7 @@ def _lay_out(node: ast.AST, scope: list[ast.AST], prefix: str, counters: dict[in
             name = f"<lambda{counters[owner]}>"
         else:
             name = child.name
-        found[id(child)] = (scope, prefix + name)
+        found[id(child)] = Named(child, scope, prefix + name)
         body = ast.Expr(value=child.body) if isinstance(child, ast.Lambda) else ast.Module(child.body, [])
         _lay_out(body, [*scope, child], f"{prefix}{name}.", counters, found)
 

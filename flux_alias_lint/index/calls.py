@@ -8,7 +8,6 @@ import dataclasses
 from collections.abc import Iterator
 
 from .classes import Classes
-from .files import find_module
 from .names import _FUNCTIONS, Found, Value, _bound_locally, _parameter_owner
 from .nodes import body_walk, last_name, parameters, positional
 from .reach import MEGATRON, Reach, Step
@@ -124,7 +123,7 @@ class Calls(Classes):
         if not values and name in module.targets and not _bound_locally(scope, name):
             dotted, level = module.targets[name]
             owner, _, there = dotted.rpartition(".")
-            path = find_module(module.path, owner, level) if owner or level else None
+            path = self._find(module.path, owner, level) if owner or level else None
             target = self._module(path) if path is not None else None
             if target is not None and target is not module:
                 yield from self._filed(target, [], ast.Name(there, ast.Load()), depth + 1, key)

@@ -41,6 +41,14 @@ class Names(Modules):
         super().__init__(roots)
         self._imported: dict[int, dict[str, list[tuple[str, int]]]] = {}  # `_imports`, by module
         self._bound: dict[int, tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]] = {}  # `_bindings`
+        self._found: dict[tuple[str, str, int], str | None] = {}  # `_find`
+
+    def _find(self, importer: str, dotted: str, level: int) -> str | None:
+        """`files.find_module`, asked once for each question (it stats the directories above)."""
+        key = (importer, dotted, level)
+        if key not in self._found:
+            self._found[key] = find_module(importer, dotted, level)
+        return self._found[key]
 
     def _named(
         self, module: Symbols, scope: list[ast.AST], name: str, kinds: tuple[type, ...] = _CALLABLE_VALUES
@@ -86,7 +94,7 @@ class Names(Modules):
         for cut in (len(parts) - 1, len(parts) - 2):
             if cut < (0 if level else 1):
                 continue
-            path = find_module(importer.path, ".".join(parts[:cut]), level)
+            path = self._find(importer.path, ".".join(parts[:cut]), level)
             target = self._module(path) if path is not None else None
             if target is None:
                 continue
@@ -105,7 +113,7 @@ class Names(Modules):
         for node in reversed(module.tree.body):
             if not (isinstance(node, ast.ImportFrom) and node.names[0].name == "*") or depth >= _DEPTH:
                 continue
-            path = find_module(module.path, node.module or "", node.level)
+            path = self._find(module.path, node.module or "", node.level)
             target = self._module(path) if path is not None else None
             if target is None or target is module:
                 continue
@@ -151,7 +159,7 @@ class Names(Modules):
 
     def _class_at(self, importer: Symbols, dotted: str, level: int, depth: int) -> list[tuple[Symbols, ast.ClassDef]]:
         owner, _, name = dotted.rpartition(".")
-        path = find_module(importer.path, owner, level)
+        path = self._find(importer.path, owner, level)
         target = self._module(path) if path is not None else None
         if target is None:
             return []

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from .files import find_module, python_files
+from .files import python_files
 from .modules import text_of
 from .nodes import bound_names, last_name
 from .resolve import Resolver
@@ -135,7 +135,6 @@ class References(Resolver):
         self._bound_names: dict[int, set[str]] = {}
         self._texts: dict[str, bytes] = {}
         self._words: dict[str, dict[str, set[str]]] = {}  # the store's, once this analysis saw it is current
-        self._found: dict[tuple[str, str, int], str | None] = {}
         self._shared = _STORES.setdefault(tuple(roots), _Store()) if roots else _Store()
         self._stamps: dict[str, Stamp | None] = {}  # each file's, asked once by this analysis
         # The modules asked for the function being followed: beyond `_MODULES` it escapes. Every
@@ -549,13 +548,6 @@ class References(Resolver):
         if word not in words:
             words[word] = {f for f in files if word.encode() in self._texts[f]}
         return words[word]
-
-    def _find(self, importer: str, dotted: str, level: int) -> str | None:
-        """`files.find_module`, asked once for each importer's directory."""
-        key = (os.path.dirname(importer), dotted, level)
-        if key not in self._found:
-            self._found[key] = find_module(importer, dotted, level)
-        return self._found[key]
 
     def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
         """`Modules._module`, counting the modules asked for one function (beyond `_MODULES`, its
