@@ -365,7 +365,7 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/context.md", r"^mlcommons/training and mlcommons/training_results", TREE),
     Record("docs/context.md", r"^`python bench/inject\.py --list", TREE),
     Record("docs/context.md", r"^`python bench/pycg\.py", TREE),
-    Record("docs/context.md", r"^On real trees the graph costs", (*TIMING, "commit", "command")),
+    Record("docs/context.md", r"^On real trees the graph takes", (*TIMING, "commit", "command")),
     Record("docs/internals.md", r"a 5 MB generated data-table module takes", (*TIMING, "commit")),
     Record("docs/internals.md", r"`python bench/pathological\.py` times the shapes", (*TIMING, "commit")),
     Record("docs/internals.md", r"^On a 2-core machine, idle, ", (*TIMING, "command")),
