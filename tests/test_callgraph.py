@@ -233,3 +233,34 @@ def test_a_parameter_is_followed_back_to_the_calls_of_a_bounded_number_of_files(
     files.update({f"user{k}.py": "from engine import drive\n\ndrive(None)\n" for k in range(1, callers)})
     expected = ["user0.forward"] if callers <= _CALLER_FILES else []
     assert _graph(tmp_path, files)["engine.drive"] == expected
+
+
+def test_defaults_star_imports_registries_passed_in_and_aliases_called(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "ops.py": "def mean():\n    pass\n\ndef total():\n    pass\n",
+            "run.py": """
+                from ops import *
+
+                def apply(fn=mean):
+                    fn()
+
+                def pick(table):
+                    table["sum"]()
+
+                def drive(step):
+                    step()
+
+                go = drive
+                go(total)
+                apply()
+                TABLE = {"sum": total, "avg": mean}
+                pick(TABLE)
+            """,
+        },
+    )
+    assert graph["run.apply"] == ["ops.mean"]
+    assert graph["run.pick"] == ["ops.total"]
+    assert graph["run.drive"] == ["ops.total"]
+    assert graph["run"] == ["run.apply", "run.drive", "run.pick"]
