@@ -312,13 +312,13 @@ QUOTES: tuple[Quote, ...] = (
     Quote(
         "docs/context.md",
         r"followed to the calls of at most (\d+) other files",
-        _const("flux_alias_lint.index.resolve", "_CALLER_FILES"),
+        _const("flux_alias_lint.index.calls", "_CALLER_FILES"),
         "the files a parameter's callers are searched in",
     ),
     Quote(
         "docs/context.md",
         r"bounded by a depth \((\d+)\)",
-        _const("flux_alias_lint.index.resolve", "_DEPTH"),
+        _const("flux_alias_lint.index.names", "_DEPTH"),
         "the callable values' depth",
     ),
     Quote(
@@ -364,6 +364,8 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/context.md", r"^`python bench/trees\.py TREE\.\.\.`", TREE),
     Record("docs/context.md", r"^mlcommons/training and mlcommons/training_results", TREE),
     Record("docs/context.md", r"^`python bench/inject\.py --list", TREE),
+    Record("docs/context.md", r"^`python bench/pycg\.py", TREE),
+    Record("docs/context.md", r"^On real trees the graph takes", (*TIMING, "commit", "command")),
     Record("docs/internals.md", r"a 5 MB generated data-table module takes", (*TIMING, "commit")),
     Record("docs/internals.md", r"`python bench/pathological\.py` times the shapes", (*TIMING, "commit")),
     Record("docs/internals.md", r"^On a 2-core machine, idle, ", (*TIMING, "command")),
@@ -405,6 +407,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/context.md", "`unreached` is earned: where the function's value goes"): "quote: the escape analysis' bounds",
     ("docs/context.md", "Callable values"): "quotes: the depth and the caller files",
     ("docs/context.md", "Injected aliases"): "record",
+    ("docs/context.md", "Call graph"): "records: bench/pycg.py on PyCG's micro-benchmark, the graph's CPU on trees",
     ("docs/editor.md", "In the editor: `flux-alias-lint server`"): "quote: the debounce",
     ("docs/editor.md", "VS Code"): "none",
     ("docs/editor.md", "Neovim (0.11 or newer)"): "a release",

@@ -315,3 +315,23 @@ def test_a_file_changed_between_two_checks_in_one_process_is_read_again(
     (project / "train.py").write_text("from loss import loss_func\n\nchosen = loss_func\nrun(chosen, None)\n")
     [finding] = json.loads(check(capsys, "--jobs", "1", "--output-format", "json")[1])
     assert finding["context"] == "escapes" and finding["reached_by"][-1]["what"] == "passed to run"
+
+
+@pytest.mark.parametrize(("callers", "expected"), [(9, "escapes"), (2, "unreached")])
+def test_a_value_run_past_a_function_too_many_files_call_escapes(
+    project: Path, capsys: pytest.CaptureFixture[str], callers: int, expected: str
+) -> None:
+    """The hand-off search follows a parameter back to its function's calls in at most
+    `calls._CALLER_FILES` other files: a loss function run past a function called from more is
+    where that search stopped, so it escapes there; with fewer, `unreached` is earned."""
+    (project / "train.py").write_text(
+        "from loss import loss_func\nfrom steps import wrap\n\n\ndef main():\n    wrap(loss_func)\n"
+    )
+    (project / "steps.py").write_text("def wrap(fn):\n    return run(fn)\n\n\ndef run(step):\n    return step(None)\n")
+    for k in range(callers):
+        (project / f"user{k}.py").write_text(f"from steps import wrap\n\n\ndef use{k}(f):\n    wrap(f)\n")
+    [finding] = json.loads(check(capsys, "--jobs", "1", "--output-format", "json")[1])
+    assert finding["context"] == expected
+    if expected == "escapes":
+        assert finding["reached_by"][-1]["what"] == f"called past wrap, which {callers + 1} files call"
+        assert finding["reached_by"][-1]["path"] == "steps.py"

@@ -12,7 +12,9 @@ of the function returning it: `CALLED`).
 Where it goes where this cannot follow, it **escapes**: passed to a call that resolves to nothing
 in the project, stored on an object of unknown class or in a container that escapes, looked up by
 a `getattr` with a computed key, returned by a function whose callers are not seen, read off an
-object of unknown class in a module naming the class, registered by a library's decorator. The
+object of unknown class in a module naming the class, registered by a library's decorator, run
+past a function more files call than the hand-off search follows a parameter back through
+(`calls._CALLER_FILES`: that search stopped there, so what runs it may be a host). The
 first such place, depth first in source order, ends the finding's chain; none: `unreached`. The
 work is bounded (`_BUDGET` values, `references._MODULES` modules a function): beyond, it escapes.
 Where the line is drawn is in docs/context.md.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from .calls import _CALLER_FILES
 from .nodes import last_name, parameters, positional
 from .reach import ESCAPES, UNREACHED_REACH, Reach, Step
 from .references import SELF, Bound, Ref, References
@@ -61,6 +64,9 @@ class _Value:
     path: Path = ()
     instance: str | None = None  # an instance of the functor's class: calling it runs this method
     lookup: bool = False  # a `getattr` whose key is computed: it may give the function
+    # Passed as a parameter of a function too many files call (`calls._CALLER_FILES`): the hand-off
+    # search does not come back through it, so where the value runs past it, it escapes there.
+    cut: tuple[str, int] | None = None  # (what the step where it runs says, id of that function)
 
     @classmethod
     def of(cls, ref: Ref, steps: tuple[Step, ...] = (), path: Path = ()) -> _Value:
@@ -165,6 +171,8 @@ class Escapes(References):
             return self._passed(value, tree.parent[id(parent)], parent.arg)
         if isinstance(parent, ast.Call):
             if node is parent.func:  # called: runs here; its result is the value only where `path` says so
+                if not path and value.cut is not None and id(self._innermost_def(module, node)) != value.cut[1]:
+                    return self._at(value, value.cut[0])  # run where the hand-off search does not follow it back
                 return [value.result(parent)] if path[:1] == (CALLED,) else []
             if isinstance(node, ast.Starred) or node not in parent.args:
                 return []
@@ -261,8 +269,15 @@ class Escapes(References):
                     continue  # no such parameter: the call fails, nothing is handed over
                 return self._step(module, call, f"passed to {function.name} as *{rest.arg}")
             step = self._step(module, call, f"passed as {parameter} to {function.name}")
+            passed = value
+            # A constructor's calls are spelled with its class's name, which this bound does not count.
+            constructor = function.name == "__init__"
+            callers = 0 if constructor else len(self._caller_files(target_module, target_module.scope_of(function)))
+            if callers > _CALLER_FILES and value.cut is None:
+                what = f"called past {function.name}, which {callers} files call"
+                passed = dataclasses.replace(value, cut=(what, id(function)))
             found += [
-                value.to(target_module, load, (*value.steps, step))
+                passed.to(target_module, load, (*value.steps, step))
                 for load in self._loads(target_module, parameter, function)
             ]
         return found

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from .files import find_module, python_files
+from .files import python_files
 from .modules import text_of
 from .nodes import bound_names, last_name
 from .resolve import Resolver
@@ -135,7 +135,6 @@ class References(Resolver):
         self._bound_names: dict[int, set[str]] = {}
         self._texts: dict[str, bytes] = {}
         self._words: dict[str, dict[str, set[str]]] = {}  # the store's, once this analysis saw it is current
-        self._found: dict[tuple[str, str, int], str | None] = {}
         self._shared = _STORES.setdefault(tuple(roots), _Store()) if roots else _Store()
         self._stamps: dict[str, Stamp | None] = {}  # each file's, asked once by this analysis
         # The modules asked for the function being followed: beyond `_MODULES` it escapes. Every
@@ -504,6 +503,11 @@ class References(Resolver):
         holding = [self._holding(root, files, word) for word in words]
         return [f for f in files if f in holding[0] and (len(words) == 1 or any(f in h for h in holding[1:]))]
 
+    def _mentioning(self, path: str, word: str) -> list[str]:
+        """`Modules._mentioning` read from this analysis' store of texts (the resolution's own
+        searches, such as `calls._caller_files`, ask it too)."""
+        return self._candidates(path, (word,))
+
     def _listing(self, root: str) -> list[str]:
         """`files.python_files(root)`, from the process's store while the directories holding them
         (and those above, up to the root) have their stamps: a file added or removed there changes
@@ -544,13 +548,6 @@ class References(Resolver):
         if word not in words:
             words[word] = {f for f in files if word.encode() in self._texts[f]}
         return words[word]
-
-    def _find(self, importer: str, dotted: str, level: int) -> str | None:
-        """`files.find_module`, asked once for each importer's directory."""
-        key = (os.path.dirname(importer), dotted, level)
-        if key not in self._found:
-            self._found[key] = find_module(importer, dotted, level)
-        return self._found[key]
 
     def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
         """`Modules._module`, counting the modules asked for one function (beyond `_MODULES`, its

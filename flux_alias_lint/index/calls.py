@@ -1,0 +1,287 @@
+"""Calls: the calls of a function and what each passes for a parameter (`_passed`, `_callers`),
+registries (what is filed into a dict or list of functions, or by a decorator), decorated defs."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator
+
+from .classes import Classes
+from .names import _FUNCTIONS, Found, Value, _bound_locally, _parameter_owner
+from .nodes import body_walk, last_name, parameters, positional
+from .reach import MEGATRON, Reach, Step
+from .symbols import Symbols
+
+# How many other files may call a function whose parameter a value is followed through (`_calls_of`).
+_CALLER_FILES = 8
+
+# A call as `_calls_named` keeps it: its scope, itself, the function called and its arguments.
+_Call = tuple[list[ast.AST], ast.Call, ast.expr, list[ast.expr], dict[str, ast.expr]]
+
+
+class Calls(Classes):
+    """The calls of the project's functions, and its registries."""
+
+    def __init__(self, roots: list[str]) -> None:
+        super().__init__(roots)
+        self._calls: dict[int, dict[str, list[_Call]]] = {}  # `_calls_named`, by module
+        self._filings: dict[int, dict[str, list[tuple[list[ast.AST], ast.Assign]]]] = {}
+
+    def _passed(self, module: Symbols, scope: list[ast.AST], parameter: str, depth: int) -> Iterator[Value]:
+        """What the calls of `scope[-1]` pass as its `parameter` (by position or keyword). A nested
+        function is called in its enclosing one; any other where a call names it (resolved as any
+        callee is; a method also wherever a call of that name has a receiver of unknown type)."""
+        calls = self._calls_of(module, scope, parameter, depth, bounded=True)
+        for caller, inner, call, passed in calls:
+            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
+            for found in self._values(caller, inner, passed, depth):
+                yield found._replace(steps=(*found.steps, step))
+
+    def _calls_of(
+        self, module: Symbols, scope: list[ast.AST], parameter: str, depth: int = 0, bounded: bool = False
+    ) -> Iterator[tuple[Symbols, list[ast.AST], ast.Call, ast.expr]]:
+        """The calls of `scope[-1]` passing something as its `parameter`: (the caller's module, the
+        scope of the call, the call, what it passes). Other files are searched only in a project on
+        disk (not for stdin): every file is read for them, so each is a dependency of this evidence.
+        `bounded` (a parameter followed while resolving a value): a method's calls only where their
+        receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
+        called all over the project, `training_step(`, is not followed: as the summaries' bounds)."""
+        function = scope[-1]
+        assert isinstance(function, _FUNCTIONS)
+        method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
+        params = positional(function, through_attribute=method)
+        position = params.index(parameter) if parameter in params else None
+        nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
+        paths = self._caller_files(module, scope)
+        if bounded and len(paths) > _CALLER_FILES:
+            return
+        callers = [module, *(m for m in map(self._module, paths) if m is not None)]
+        for caller in callers:
+            names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
+            for inner, call, head, given, keywords in (c for n in names for c in self._calls_named(caller).get(n, ())):
+                if nested and (not inner or inner[-1] is not scope[-2]):
+                    continue
+                passed = keywords.get(parameter)
+                if passed is None and position is not None and position < len(given):
+                    starred = any(isinstance(a, ast.Starred) for a in given[: position + 1])
+                    passed = None if starred else given[position]
+                if passed is None:
+                    continue
+                callees = [v.function for v in self._values(caller, inner, head, depth)]
+                unknown_receiver = method and not bounded and isinstance(head, ast.Attribute) and not callees
+                if function in callees or unknown_receiver:
+                    yield caller, inner, call, passed
+
+    def _caller_files(self, module: Symbols, scope: list[ast.AST]) -> list[str]:
+        """The other files that may call `scope[-1]` (or bind it with `functools.partial`): beyond
+        `_CALLER_FILES` of them, a value is not followed back through its parameters."""
+        function = scope[-1]
+        if len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS):  # nested: called in its own module
+            return []
+        paths = self._mentioning(module.path, f"{function.name}(")
+        partials = set(self._mentioning(module.path, "partial("))
+        paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
+        return [p for p in dict.fromkeys(paths) if p != module.path]
+
+    def _calls_named(self, module: Symbols) -> dict[str, list[_Call]]:
+        """The calls of `module` (and the partials binding a function) by the last name of the function
+        called: (the scope of the call, the call, the function, positional and keyword arguments).
+        Read once a module: `_calls_of` asks it for every parameter it follows."""
+        calls = self._calls.get(id(module))
+        if calls is None:
+            calls = self._calls[id(module)] = {}
+            for scope, node in [*module.scoped, ([], module.tree)]:
+                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
+                for call in body_walk(node):
+                    if isinstance(call, ast.Call):
+                        head, given, keywords = _applied(call)
+                        name = last_name(head)
+                        if name is not None:
+                            calls.setdefault(name, []).append((inner, call, head, given, keywords))
+        return calls
+
+    def _filed(
+        self, module: Symbols, scope: list[ast.AST], registry: ast.expr, depth: int, key: ast.expr | None = None
+    ) -> Iterator[Value]:
+        """The functions filed into `registry` (a name, maybe imported): the elements of the dict, list
+        or tuple it is bound to, what is stored into it (`LOSSES[name] = fn`), and what a decorator
+        files into it. A constant `key` (`LOSSES["ce"]`, `fns[0]`) keeps the entries filed under a key
+        that may equal it."""
+        if not isinstance(registry, ast.Name):
+            return
+        name = registry.id
+        _, values = self._named(module, scope, name, _REGISTRIES)
+        owner = None if values else _parameter_owner(scope, name)
+        if owner is not None:  # a registry passed in: what the callers pass
+            inner = scope[: scope.index(owner) + 1]
+            for caller, at, call, passed in self._calls_of(module, inner, name, depth, bounded=True):
+                step = self._step(caller, call, _passing(call, name, owner.name))
+                for found in self._filed(caller, at, passed, depth + 1, key):
+                    yield found._replace(steps=(*found.steps, step))
+            return
+        if not values and name in module.targets and not _bound_locally(scope, name):
+            dotted, level = module.targets[name]
+            owner, _, there = dotted.rpartition(".")
+            path = self._find(module.path, owner, level) if owner or level else None
+            target = self._module(path) if path is not None else None
+            if target is not None and target is not module:
+                yield from self._filed(target, [], ast.Name(there, ast.Load()), depth + 1, key)
+                return
+        for value in values:
+            for element in _entries(value, key):
+                yield from self._values(module, scope, element, depth)
+        for inner, stmt in self._subscript_stores(module).get(name, ()):
+            if not _may_equal(key, stmt.targets[0]):
+                continue
+            step = self._step(module, stmt, f"filed into {name}")
+            for found in self._values(module, inner, stmt.value, depth):
+                yield found._replace(steps=(*found.steps, step))
+        yield from (Value(m, f) for m, f in self._registered(module, name, depth))
+
+    def _subscript_stores(self, module: Symbols) -> dict[str, list[tuple[list[ast.AST], ast.Assign]]]:
+        """The statements `name[key] = value` of `module`, by `name`, with their scopes (one walk)."""
+        found = self._filings.get(id(module))
+        if found is None:
+            found = self._filings[id(module)] = {}
+            for scope, node in [*module.scoped, ([], module.tree)]:
+                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
+                for stmt in body_walk(node):
+                    if isinstance(stmt, ast.Assign):
+                        for t in stmt.targets:
+                            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                                found.setdefault(t.value.id, []).append((inner, stmt))
+        return found
+
+    def _registered(self, module: Symbols, registry: str, depth: int) -> Found:
+        """The functions a decorator of `module` files into its dict `registry` (`handoffs.REGISTRY`):
+        the decorator stores its parameter (`REGISTRY[name] = fn`, or a wrapper returning `fn(...)`),
+        and is used as `@decorator` or, made by a factory returning it, as `@factory("name")`."""
+        found = []
+        for scope, function in module.scoped:
+            params = parameters(function)
+            stores = [
+                stmt
+                for stmt in body_walk(function)
+                if isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Subscript) and last_name(t.value) == registry for t in stmt.targets)
+            ]
+            if not params or not any(_hands_on(function, stmt.value, params[0]) for stmt in stores):
+                continue
+            outer = scope[-1] if scope else None
+            made = isinstance(outer, _FUNCTIONS) and any(
+                isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id == function.name
+                for r in body_walk(outer)
+            )
+            found += self._decorated(module, outer if made else function, depth)
+        return found
+
+    def _decorated(self, module: Symbols, decorator: ast.AST, depth: int) -> Found:
+        """The functions of the project decorated with `decorator` (`@decorator`, `@decorator(...)`)."""
+        found = []
+        paths = self._mentioning(module.path, f"@{decorator.name}")
+        for other in [module, *(m for m in map(self._module, paths) if m is not None and m is not module)]:
+            for scope, function in other.scoped:
+                for node in function.decorator_list:
+                    callee = node.func if isinstance(node, ast.Call) else node
+                    if last_name(callee) != decorator.name:
+                        continue
+                    if any(target is decorator for _, target in self._resolve(other, scope, callee, depth + 1)):
+                        found.append((other, function))
+        return found
+
+    def _callers(
+        self,
+        module: Symbols,
+        scope: list[ast.AST],
+        parameter: str,
+        steps: tuple[Step, ...],
+        like: Reach | None = None,
+    ) -> None:
+        """The calls of `scope[-1]` and the functions each passes as `parameter`, reached by Megatron
+        (or as `like` is: its context, guess and `whole_return`)."""
+        for caller, inner, call, passed in self._calls_of(module, scope, parameter):
+            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
+            reach = Reach(MEGATRON, (step, *steps))
+            if like is not None:
+                reach = dataclasses.replace(like, steps=reach.steps)
+            for value in self._values(caller, inner, passed):
+                self._reach(
+                    value.module.path, value.function, dataclasses.replace(reach, steps=value.steps + reach.steps)
+                )
+
+
+# What a registry's name may be bound to (`Resolver._filed`).
+_REGISTRIES = (ast.Dict, ast.List, ast.Tuple)
+
+
+def _aliases(assigned: dict[str, list[ast.expr]], name: str) -> list[str]:
+    """The module-level names bound to a name or attribute ending in `name` (`run = train`), whose
+    calls may be `name`'s."""
+    return [
+        alias
+        for alias, values in assigned.items()
+        if alias != name and any(isinstance(v, (ast.Name, ast.Attribute)) and last_name(v) == name for v in values)
+    ]
+
+
+def _entries(display: ast.expr, key: ast.expr | None) -> list[ast.expr]:
+    """The entries of a dict, list or tuple display that `display[key]` may be."""
+    if isinstance(display, ast.Dict):
+        return [v for k, v in zip(display.keys, display.values, strict=True) if k is None or _same(key, k)]
+    index = key.value if isinstance(key, ast.Constant) else None
+    if type(index) is int and not any(isinstance(e, ast.Starred) for e in display.elts):
+        return display.elts[index : index + 1] if -len(display.elts) <= index < len(display.elts) else []
+    return list(display.elts)
+
+
+def _may_equal(key: ast.expr | None, target: ast.expr) -> bool:
+    """Whether a store `name[k] = ...` (`target`) may file under `key`."""
+    return not isinstance(target, ast.Subscript) or _same(key, target.slice)
+
+
+def _same(key: ast.expr | None, other: ast.expr) -> bool:
+    """Whether two keys may be equal: only two constants can be told apart."""
+    if isinstance(key, ast.Constant) and isinstance(other, ast.Constant):
+        return type(key.value) is type(other.value) and key.value == other.value
+    return True
+
+
+def _passing(call: ast.Call, parameter: str, function: str) -> str:
+    """What a step says of `call` passing something as `parameter` of `function`."""
+    if last_name(call.func) == "partial":
+        return f"bound to {parameter} of {function} by partial"
+    return f"passed as {parameter} to {function}"
+
+
+def _applied(call: ast.Call) -> tuple[ast.expr, list[ast.expr], dict[str, ast.expr]]:
+    """(the function called, its positional arguments, its keyword arguments) of a call, through
+    `functools.partial`, nested or not: `partial(partial(f, a), b, k=c)` gives `f`, `[a, b]`, `{k: c}`."""
+    head, given = call.func, list(call.args)
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    while last_name(head) == "partial" and given:
+        head, given = given[0], given[1:]
+        if isinstance(head, ast.Call) and last_name(head.func) == "partial":
+            keywords = {**{k.arg: k.value for k in head.keywords if k.arg is not None}, **keywords}
+            head, given = head.func, [*head.args, *given]
+    return head, given, keywords
+
+
+def _hands_on(function: ast.AST, value: ast.expr, parameter: str) -> bool:
+    """Whether `value`, stored by `function`, is its `parameter` or a def of it returning `parameter(...)`
+    (a `functools.wraps` wrapper)."""
+    if isinstance(value, ast.Name) and value.id == parameter:
+        return True
+    wrappers = [
+        node
+        for node in body_walk(function)
+        if isinstance(node, _FUNCTIONS) and isinstance(value, ast.Name) and node.name == value.id
+    ]
+    return any(
+        isinstance(r, ast.Return)
+        and isinstance(r.value, ast.Call)
+        and isinstance(r.value.func, ast.Name)
+        and r.value.func.id == parameter
+        for wrapper in wrappers
+        for r in body_walk(wrapper)
+    )

@@ -1,0 +1,244 @@
+"""Names and imports: what a name of the project is bound to where it is used (a def, an assigned
+value, an import, a re-export), the class a name or `alias.Name` is, and `Value`, what `Resolver`
+answers (a function, with the steps that bring it to the expression)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from .files import find_module
+from .modules import Modules
+from .nodes import body_walk, bound_names, parameters
+from .reach import Step
+from .symbols import Symbols, _imports_of
+
+# What a name bound to a loss function may be assigned (`_named`).
+_CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, ast.Subscript, ast.BoolOp)
+# How many steps of resolution one expression may take (names, attributes, calls, parameters).
+_DEPTH = 6
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class Value(NamedTuple):
+    """A function an expression may evaluate to: a def or lambda of `module`, with the steps from it
+    out to the expression (innermost first), each a place and what happens there."""
+
+    module: Symbols
+    function: ast.AST
+    steps: tuple[Step, ...] = ()
+
+
+Found = list[tuple[Symbols, ast.AST]]
+
+
+class Names(Modules):
+    """The project's modules, with what their names are bound to."""
+
+    def __init__(self, roots: list[str]) -> None:
+        super().__init__(roots)
+        self._imported: dict[int, dict[str, list[tuple[str, int]]]] = {}  # `_imports`, by module
+        self._bound: dict[int, tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]] = {}  # `_bindings`
+        self._found: dict[tuple[str, str, int], str | None] = {}  # `_find`
+
+    def _find(self, importer: str, dotted: str, level: int) -> str | None:
+        """`files.find_module`, asked once for each question (it stats the directories above)."""
+        key = (importer, dotted, level)
+        if key not in self._found:
+            self._found[key] = find_module(importer, dotted, level)
+        return self._found[key]
+
+    def _named(
+        self, module: Symbols, scope: list[ast.AST], name: str, kinds: tuple[type, ...] = _CALLABLE_VALUES
+    ) -> tuple[list[ast.AST], list[ast.expr]]:
+        """What `name` means in the innermost function of `scope` (or the module) that binds it: every
+        def of it there (each branch of an `if` may define its own), else every value of `kinds`
+        assigned to it (a lambda, a call such as a partial, a name or attribute, a conditional of
+        them: each branch may assign its own). A class body is no enclosing scope of its methods:
+        `name` there is not `self.name`."""
+        for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
+            defs, assigned = self._bindings(function)
+            if name in defs:
+                return defs[name], []
+            values = [value for value in assigned.get(name, ()) if isinstance(value, kinds)]
+            if values:
+                return [], values
+            if not isinstance(function, ast.Module) and name in parameters(function):
+                return [], []  # a parameter hides the enclosing scopes' `name`: what the callers pass
+        return [], []
+
+    def _bindings(self, function: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]:
+        """The defs of `function`'s own body and the values assigned to its names, by name (one walk)."""
+        found = self._bound.get(id(function))
+        if found is None:
+            defs: dict[str, list[ast.AST]] = {}
+            assigned: dict[str, list[ast.expr]] = {}
+            for stmt in body_walk(function):
+                if isinstance(stmt, _FUNCTIONS):
+                    defs.setdefault(stmt.name, []).append(stmt)
+                elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                    for target in _targets(stmt):
+                        for name, value in _unpacked(target, stmt.value):
+                            assigned.setdefault(name, []).append(value)
+            found = self._bound[id(function)] = (defs, assigned)
+        return found
+
+    def _dotted(self, importer: Symbols, dotted: str, level: int, depth: int) -> Iterator[Value]:
+        yield from (Value(m, f) for m, f in self._resolve_dotted(importer, dotted, level, depth))
+
+    def _resolve_dotted(self, importer: Symbols, dotted: str, level: int, depth: int) -> Found:
+        """`pkg.mod.f` (or `pkg.mod.Class.f`), imported by `importer`, to the function in the project."""
+        parts = dotted.split(".")
+        for cut in (len(parts) - 1, len(parts) - 2):
+            if cut < (0 if level else 1):
+                continue
+            path = self._find(importer.path, ".".join(parts[:cut]), level)
+            target = self._module(path) if path is not None else None
+            if target is None:
+                continue
+            rest = parts[cut:]
+            if len(rest) == 1 and rest[0] in target.defs:
+                return [(target, target.defs[rest[0]])]
+            if len(rest) == 1 and rest[0] in target.targets and depth < _DEPTH:  # re-exported
+                return self._resolve_dotted(target, *target.targets[rest[0]], depth + 1)
+            if len(rest) == 2 and rest[0] in target.classes:
+                return [(target, m) for m in self._methods(target, target.classes[rest[0]], rest[1], 0)]
+        return []
+
+    def _star_imported(self, module: Symbols, name: str, depth: int) -> Found:
+        """The def `name` of a module `module` imports with `from m import *` (or, through it, imports
+        or re-exports), the last such import first."""
+        for node in reversed(module.tree.body):
+            if not (isinstance(node, ast.ImportFrom) and node.names[0].name == "*") or depth >= _DEPTH:
+                continue
+            path = self._find(module.path, node.module or "", node.level)
+            target = self._module(path) if path is not None else None
+            if target is None or target is module:
+                continue
+            if name in target.defs:
+                return [(target, target.defs[name])]
+            found = (
+                self._resolve_dotted(target, *target.targets[name], depth + 1)
+                if name in target.targets
+                else self._star_imported(target, name, depth + 1)
+            )
+            if found:
+                return found
+        return []
+
+    def _classes(self, module: Symbols, node: ast.expr, depth: int = 0) -> list[tuple[Symbols, ast.ClassDef]]:
+        """The class of the project `node` (`Name`, `alias.Name`) names, if it names one, through
+        imports and re-exports (`from .strategy import Strategy` in a package's `__init__`)."""
+        if isinstance(node, ast.Name) and node.id in module.classes:
+            return [(module, module.classes[node.id])]
+        if isinstance(node, ast.Name):  # each branch may import its own class under one name
+            return [
+                c
+                for dotted, level in self._imports(module).get(node.id, ())
+                for c in self._class_at(module, dotted, level, depth)
+            ]
+        dotted = imported_from(module, node)
+        if "." not in dotted:
+            return []
+        level = module.targets[node.value.id][1]
+        return self._class_at(module, dotted, level, depth)
+
+    def _imports(self, module: Symbols) -> dict[str, list[tuple[str, int]]]:
+        """Every import binding each name anywhere in `module` (`Symbols.targets` keeps the last)."""
+        found = self._imported.get(id(module))
+        if found is None:
+            found = self._imported[id(module)] = {}
+            for node in ast.walk(module.tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for item in _imports_of(node):
+                        if "." in item.target:
+                            found.setdefault(item.local, []).append((item.target, item.level))
+        return found
+
+    def _class_at(self, importer: Symbols, dotted: str, level: int, depth: int) -> list[tuple[Symbols, ast.ClassDef]]:
+        owner, _, name = dotted.rpartition(".")
+        path = self._find(importer.path, owner, level)
+        target = self._module(path) if path is not None else None
+        if target is None:
+            return []
+        if name in target.classes:
+            return [(target, target.classes[name])]
+        if name in target.targets and depth < _DEPTH and "." in target.targets[name][0]:  # re-exported
+            return self._class_at(target, *target.targets[name], depth + 1)
+        return []
+
+
+def _unpacked(target: ast.expr, value: ast.expr) -> Iterator[tuple[str, ast.expr]]:
+    """The names `target = value` binds, each with its value: a tuple or list unpacking a display
+    pairs them element by element (`a, (b, c) = f, (g, h)`; a starred name gets the list of the rest)."""
+    if isinstance(target, ast.Name):
+        yield target.id, value
+        return
+    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))):
+        return
+    if any(isinstance(e, ast.Starred) for e in value.elts):
+        return
+    starred = [i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)]
+    if not starred:
+        if len(target.elts) == len(value.elts):
+            for inner, given in zip(target.elts, value.elts, strict=True):
+                yield from _unpacked(inner, given)
+        return
+    at, after = starred[0], len(target.elts) - starred[0] - 1
+    if len(starred) > 1 or len(value.elts) < at + after:
+        return
+    tail = len(value.elts) - after
+    pairs = [
+        *zip(target.elts[:at], value.elts[:at], strict=True),
+        *zip(target.elts[at + 1 :], value.elts[tail:], strict=True),
+    ]
+    for inner, given in pairs:
+        yield from _unpacked(inner, given)
+    yield from _unpacked(target.elts[at].value, ast.copy_location(ast.List(value.elts[at:tail], ast.Load()), value))
+
+
+def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+
+
+def _arguments(function: ast.AST) -> list[ast.arg]:
+    args = function.args
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs]
+
+
+def _enclosing_class(scope: list[ast.AST]) -> ast.ClassDef | None:
+    return next((f for f in reversed(scope) if isinstance(f, ast.ClassDef)), None)
+
+
+def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
+    """The innermost function of `scope` whose parameter `name` is, unless it or a function inside it
+    binds `name` itself. A class body is no enclosing scope of its methods."""
+    for function in reversed(scope):
+        if isinstance(function, ast.ClassDef):
+            continue
+        if name in _bound_names(function):
+            return None
+        if isinstance(function, _FUNCTIONS) and name in parameters(function):
+            return function
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _bound_names(function: ast.AST) -> frozenset[str]:
+    return frozenset(bound_names(body_walk(function)))
+
+
+def _bound_locally(scope: list[ast.AST], name: str) -> bool:
+    """Whether a function of `scope` binds `name` (a parameter or a local), hiding the module's."""
+    return _parameter_owner(scope, name) is not None
+
+
+def imported_from(module: Symbols, func: ast.expr) -> str:
+    """The dotted name a callee `name` or `alias.name` is imported as ("" if it is not imported)."""
+    if isinstance(func, ast.Name) and func.id in module.targets:
+        return module.targets[func.id][0]
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in module.targets:
+        return f"{module.targets[func.value.id][0]}.{func.attr}"
+    return ""

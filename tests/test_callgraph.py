@@ -1,0 +1,266 @@
+"""`flux-alias-lint callgraph`: each function's dotted name and the functions of the project its calls run,
+computed by the hand-off search's own evaluation of callable values (`Resolver._values`)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from flux_alias_lint.cli import main
+from flux_alias_lint.index.callgraph import call_graph
+from flux_alias_lint.index.calls import _CALLER_FILES
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return str(tmp_path)
+
+
+def _graph(tmp_path: Path, files: dict[str, str]) -> dict[str, list[str]]:
+    return call_graph(_project(tmp_path, files))
+
+
+def test_names_of_modules_methods_nested_functions_and_lambdas(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                class Shape:
+                    class Side:
+                        def length(self):
+                            return 1
+                    def area(self):
+                        def helper():
+                            pick = lambda v: v
+                            return pick(2)
+                        return helper()
+                first = lambda: 0
+                second = lambda: first()
+            """,
+            "geo/__init__.py": "",
+            "geo/points.py": "def origin():\n    return (0, 0)\n",
+        },
+    )
+    assert set(graph) == {
+        "app",
+        "app.Shape.Side.length",
+        "app.Shape.area",
+        "app.Shape.area.helper",
+        "app.Shape.area.helper.<lambda1>",
+        "app.<lambda1>",
+        "app.<lambda2>",
+        "geo",
+        "geo.points",
+        "geo.points.origin",
+    }
+    assert graph["app.Shape.area"] == ["app.Shape.area.helper"]
+    assert graph["app.Shape.area.helper"] == ["app.Shape.area.helper.<lambda1>"]
+    assert graph["app.<lambda2>"] == ["app.<lambda1>"]
+
+
+def test_a_call_through_aliases_unpacking_and_imports(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "tools/__init__.py": "from .ops import scale as resize\n",
+            "tools/ops.py": "def scale(x):\n    return x\n\ndef shift(x):\n    return x\n",
+            "run.py": """
+                from tools import resize
+                import tools.ops
+
+                left, (right, other) = resize, (tools.ops.shift, None)
+                left(1)
+                right(2)
+            """,
+        },
+    )
+    assert graph["run"] == ["tools.ops.scale", "tools.ops.shift"]
+
+
+def test_classes_run_their_init_by_c3_order_and_super(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "zoo.py": """
+                class Animal:
+                    def __init__(self):
+                        pass
+                    def sound(self):
+                        pass
+                class Bird(Animal):
+                    def __init__(self):
+                        super().__init__()
+                class Singer(Animal):
+                    def sound(self):
+                        pass
+                class Canary(Bird, Singer):
+                    pass
+                pet = Canary()
+                pet.sound()
+            """,
+        },
+    )
+    assert graph["zoo"] == ["zoo.Bird.__init__", "zoo.Singer.sound"]
+    assert graph["zoo.Bird.__init__"] == ["zoo.Animal.__init__"]
+
+
+def test_a_factory_result_stored_on_self_and_called_from_another_method(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "steps.py": """
+                class Reducer:
+                    def reduce(self, values):
+                        return values
+
+                def make_reducer():
+                    return Reducer()
+
+                class Runner:
+                    def __init__(self):
+                        self.reducer = make_reducer()
+                        self.finish = self.reducer.reduce
+                    def run(self):
+                        return self.finish([])
+            """,
+        },
+    )
+    assert graph["steps.Runner.__init__"] == ["steps.make_reducer"]
+    assert graph["steps.Runner.run"] == ["steps.Reducer.reduce"]
+    assert graph["steps.make_reducer"] == []
+
+
+def test_functions_passed_as_arguments_reach_the_parameter_called(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "engine.py": "def drive(step, *, hook=None):\n    hook()\n    return step()\n",
+            "user.py": """
+                from engine import drive
+
+                def forward():
+                    pass
+                def notify():
+                    pass
+                drive(forward, hook=notify)
+            """,
+        },
+    )
+    assert graph["engine.drive"] == ["user.forward", "user.notify"]
+    assert graph["user"] == ["engine.drive"]
+
+
+def test_raise_and_for_run_the_class_methods(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "it.py": """
+                class Stop(Exception):
+                    def __init__(self):
+                        pass
+                class Countdown:
+                    def __iter__(self):
+                        return self
+                    def __next__(self):
+                        raise Stop
+                for tick in Countdown():
+                    pass
+            """,
+        },
+    )
+    assert graph["it"] == ["it.Countdown.__iter__", "it.Countdown.__next__"]
+    assert graph["it.Countdown.__next__"] == ["it.Stop.__init__"]
+
+
+def test_the_command_prints_the_graph_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _project(tmp_path, {"main.py": "def go():\n    pass\n\ngo()\n"})
+    assert main(["callgraph", root, "--output-format", "pycg"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"main": ["main.go"], "main.go": []}
+
+
+def test_the_command_names_a_path_that_is_no_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["callgraph", str(tmp_path / "missing")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "missing: not a directory" in error
+
+
+def test_a_file_that_cannot_be_parsed_is_named_and_the_others_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _project(tmp_path, {"good.py": "def go():\n    pass\n\ngo()\n", "bad.py": "def (:\n"})
+    assert main(["callgraph", root]) == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["good"] == ["good.go"]
+    assert captured.err.count("\n") == 1 and "bad.py: cannot be read or parsed as Python" in captured.err
+
+
+def test_registries_tell_constant_keys_apart(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "reg.py": """
+                def plain():
+                    pass
+                def fancy():
+                    pass
+                def other():
+                    pass
+                table = {"mode": plain, "extra": other}
+                table["more"] = fancy
+                table["mode"]()
+                handlers = [plain, other]
+                handlers[1]()
+            """,
+        },
+    )
+    assert graph["reg"] == ["reg.other", "reg.plain"]
+
+
+@pytest.mark.parametrize("callers", [_CALLER_FILES, _CALLER_FILES + 1])
+def test_a_parameter_is_followed_back_to_the_calls_of_a_bounded_number_of_files(tmp_path: Path, callers: int) -> None:
+    """The graph's work is the hand-off search's: a parameter is what the calls pass in at most
+    `_CALLER_FILES` other files (a function called from more is not followed back)."""
+    files = {
+        "engine.py": "def drive(step):\n    return step()\n",
+        "user0.py": "from engine import drive\n\n\ndef forward():\n    pass\n\n\ndrive(forward)\n",
+    }
+    files.update({f"user{k}.py": "from engine import drive\n\ndrive(None)\n" for k in range(1, callers)})
+    expected = ["user0.forward"] if callers <= _CALLER_FILES else []
+    assert _graph(tmp_path, files)["engine.drive"] == expected
+
+
+def test_defaults_star_imports_registries_passed_in_and_aliases_called(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "ops.py": "def mean():\n    pass\n\ndef total():\n    pass\n",
+            "run.py": """
+                from ops import *
+
+                def apply(fn=mean):
+                    fn()
+
+                def pick(table):
+                    table["sum"]()
+
+                def drive(step):
+                    step()
+
+                go = drive
+                go(total)
+                apply()
+                TABLE = {"sum": total, "avg": mean}
+                pick(TABLE)
+            """,
+        },
+    )
+    assert graph["run.apply"] == ["ops.mean"]
+    assert graph["run.pick"] == ["ops.total"]
+    assert graph["run.drive"] == ["ops.total"]
+    assert graph["run"] == ["run.apply", "run.drive", "run.pick"]
