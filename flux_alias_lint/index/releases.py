@@ -266,7 +266,9 @@ def host_release(path: str, host: Host) -> Release:
     first = found[0]
     more = f" and {len(found) - 1} more" if len(found) > 1 else ""
     if how == "excludes":
-        return Release(False, f"{host.distribution} is pinned outside them in {first.where} ({first.text}){more}", files)
+        return Release(
+            False, f"{host.distribution} is pinned outside them in {first.where} ({first.text}){more}", files
+        )
     if first.where == "installed":
         return Release(True, f"{said}, installed here ({first.text}) and pinned nowhere", files)
     if how == "within":
