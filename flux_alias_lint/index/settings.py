@@ -148,7 +148,7 @@ def scope_root(path: str) -> str:
 def setting(path: str, name: str) -> tuple[str, bool] | None:
     """Where the project of ``path`` sets ``name`` for it (``file:line``, relative to the project's root)
     and to what: the first place setting it on, else the first setting it off; None where nothing does.
-    Only the files under `scope_root` are read."""
+    Only the files under `scope_root` are read, and of them those not in a project of their own below it."""
     if path in ("-", "<string>"):
         return None
     top = project_root(path)
@@ -158,7 +158,8 @@ def setting(path: str, name: str) -> tuple[str, bool] | None:
     off = None
     for where, line, value, script in _settings(root, name):
         relative = os.path.relpath(where, root).replace(os.sep, "/")
-        if where == real or (not script and _holds_for(relative, mine)):
+        own = scope_root(where) == root  # a directory below declaring its own dependencies keeps its settings
+        if where == real or (not script and own and _holds_for(relative, mine)):
             shown = os.path.relpath(where, top).replace(os.sep, "/")
             if value:
                 return f"{shown}:{line}", True
