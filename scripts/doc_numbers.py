@@ -404,6 +404,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/context.md", "`unreached` is earned: where the function's value goes"): "quote: the escape analysis' bounds",
     ("docs/context.md", "Callable values"): "quotes: the depth and the caller files",
     ("docs/context.md", "Injected aliases"): "record",
+    ("docs/context.md", "Hosts"): "releases and line numbers of the host table, checked by tests/test_hosts.py",
     ("docs/editor.md", "In the editor: `flux-alias-lint server`"): "quote: the debounce",
     ("docs/editor.md", "VS Code"): "none",
     ("docs/editor.md", "Neovim (0.11 or newer)"): "a release",
