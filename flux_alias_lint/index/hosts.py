@@ -21,14 +21,16 @@ from .reach import ACCELERATE_BACKWARD, COMPOSER, TRANSFORMERS_COMPUTE_LOSS, TRA
 from .resolve import Resolver
 from .symbols import Symbols
 
-# The words a file must hold for any of these (a plain substring test: most files have none).
-_WORDS = (b"compute_loss", b"ComposerModel", b"ccelerator")
+# What a file must hold for any of these (plain substring tests: most files have none): an override
+# of `compute_loss` in a `...Trainer` subclass, a `compute_loss_func=`, a Composer model, a call of
+# `accelerator.backward(` (any receiver named so).
+_WORDS = ((b"def compute_loss(", b"Trainer"), (b"compute_loss_func",), (b"ComposerModel",), (b"ccelerator.backward(",))
 _TRAINER_PACKAGES = ("transformers", "trl")
 
 
 def hosted(data: bytes) -> bool:
     """Whether a file's text may hold a third-party host's evidence."""
-    return any(word in data for word in _WORDS)
+    return any(all(word in data for word in words) for words in _WORDS)
 
 
 class HostEvidence(Resolver):
