@@ -76,11 +76,19 @@ def _settings(root: str, name: str) -> tuple[tuple[str, int, bool, bool], ...]:
     the file is a script). Read once per project and setting, only when a finding asks."""
     found = []
     word = name.encode()
+    # Only a file whose text sets it with a literal (`name=True`, `name: bool = False`, `"name": True`,
+    # `x["name"] = True`) or asserts it is parsed: most files naming it only pass it on.
+    literal = re.compile(
+        rb"\b"
+        + re.escape(word)
+        + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=]\s*(?:True|False)\b|assert\b[^\n]*\b"
+        + re.escape(word)
+    )
     for path in python_files(root):
         try:
             with open(path, "rb") as file:
                 data = file.read()
-            if word not in data:
+            if word not in data or not literal.search(data):
                 continue
             tree = ast.parse(data)
         except (OSError, SyntaxError, ValueError):
