@@ -71,7 +71,7 @@ MEGATRON = Host(
     "stores the report; 0.6 and older divide out of place.",
     setting=Setting(
         "calculate_per_token_loss",
-        "leaves a (loss, num_tokens, report) loss as it is",
+        "leaves a 3-tuple's loss as it is",
         on_spares_three_tuples=True,
     ),
 )

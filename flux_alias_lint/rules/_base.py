@@ -73,10 +73,7 @@ def consequence(reach: Reach, returned: int = 0) -> str:
     if reach.spared_by:
         setting = MEGATRON_HOST.setting
         assert setting is not None
-        return (
-            f"Megatron {setting.effect} under {reach.spared_by}, so nothing changes it unless the setting is "
-            "turned off (then it divides it in place)"
-        )
+        return f"Megatron {setting.effect} under {reach.spared_by} (off, it divides it in place)"
     host = BY_NAME.get(reach.context)
     if host is not None and host is not MEGATRON_HOST:
         return f"{host.does} {reach.release}"
