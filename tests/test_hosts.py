@@ -177,6 +177,13 @@ def _project(tmp_path: pathlib.Path, files: dict[str, str]) -> str:
             "transformers==4.46.0",
         ),
         ({"setup.py": "setup(extras_require={'hf': ['transformers~=4.46.0']})\n"}, "transformers~=4.46.0"),
+        (
+            {
+                "setup.py": "deps = ['torch']\nextras = {}\nextras['hf'] = ['transformers==4.46.0']\n"
+                "setup(install_requires=deps, extras_require=extras)\n"
+            },
+            "transformers==4.46.0",
+        ),
     ],
 )
 def test_declarations_are_read(tmp_path: pathlib.Path, files: dict[str, str], text: str) -> None:

@@ -110,18 +110,30 @@ def _setup_cfg(path: str) -> Iterator[str]:
 
 
 def _setup_py(path: str) -> Iterator[str]:
-    """The string literals of `install_requires=[...]` and `extras_require={...: [...]}` keywords."""
+    """The string literals of `install_requires=` and `extras_require=` keywords: a list (a dict of
+    lists), or a module-level name assigned one (`install_requires = [...]`, then
+    `install_requires=install_requires`); also `extras_deps["x"] = [...]`."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
         return
+    named: dict[str, list[ast.expr]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            name = target.value if isinstance(target, ast.Subscript) else target
+            if isinstance(name, ast.Name):
+                named.setdefault(name.id, []).append(stmt.value)
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg in ("install_requires", "extras_require"):
-            values = node.value.values if isinstance(node.value, ast.Dict) else [node.value]
-            for value in values:
-                if isinstance(value, (ast.List, ast.Tuple)):
-                    yield from (e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+            given = named.get(node.value.id, []) if isinstance(node.value, ast.Name) else [node.value]
+            for value in given:
+                for listed in value.values if isinstance(value, ast.Dict) else [value]:
+                    if isinstance(listed, (ast.List, ast.Tuple)):
+                        yield from (
+                            e.value for e in listed.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                        )
 
 
 def _strings(values: object) -> Iterator[str]:
