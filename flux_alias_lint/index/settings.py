@@ -18,6 +18,7 @@ script only; in a module under a directory of examples, tests, scripts, tools or
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import os
 import re
@@ -94,27 +95,31 @@ def _settings(root: str, name: str) -> tuple[tuple[str, int, bool, bool], ...]:
         except (OSError, SyntaxError, ValueError):
             continue  # `check` reports a file it cannot read or parse; here it sets nothing
         script = _is_script(tree)
-        found.extend((path, line, value, script) for line, value in _setting_lines(tree, name))
+        candidates = sorted({data.count(b"\n", 0, match.start()) + 1 for match in re.finditer(re.escape(word), data)})
+        found.extend((path, line, value, script) for line, value in _setting_lines(tree, name, candidates))
     return tuple(found)
 
 
-def _setting_lines(tree: ast.Module, name: str) -> list[tuple[int, bool]]:
+def _setting_lines(tree: ast.Module, name: str, candidates: list[int]) -> list[tuple[int, bool]]:
+    """The lines setting ``name`` with a literal, and to what, in the order of the text; only the
+    nodes spanning one of the ``candidates`` (the lines naming it) are looked into."""
     lines: list[tuple[int, bool]] = []
-
-    class Visitor(ast.NodeVisitor):
-        def visit_If(self, node: ast.If) -> None:
-            # Under a condition a setting counts only where the condition is about the setting itself
-            # (`if "calculate_per_token_loss" not in kwargs:` fills in a default); `if cp_size > 1:` decides it.
-            if any(_named(child, name) for child in ast.walk(node.test)):
-                self.generic_visit(node)
-
-        def generic_visit(self, node: ast.AST) -> None:
-            value = _value_set(node, name)
-            if value is not None:
-                lines.append((getattr(node, "lineno", 0), value))
-            super().generic_visit(node)
-
-    Visitor().visit(tree)
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        start = getattr(node, "lineno", None)
+        if start is not None:
+            at = bisect.bisect_left(candidates, start)
+            if at == len(candidates) or candidates[at] > (getattr(node, "end_lineno", None) or start):
+                continue  # no line of it names the setting
+        # Under a condition a setting counts only where the condition is about the setting itself
+        # (`if "calculate_per_token_loss" not in kwargs:` fills in a default); `if cp_size > 1:` decides it.
+        if isinstance(node, ast.If) and not any(_named(child, name) for child in ast.walk(node.test)):
+            continue
+        value = _value_set(node, name)
+        if value is not None:
+            lines.append((start or 0, value))
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
     return lines
 
 
