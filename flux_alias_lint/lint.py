@@ -13,12 +13,14 @@ from typing import TypeVar
 import libcst as cst
 
 from .analysis import RawFinding, analyze_module
+from .facts.hosts import BY_NAME
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .index.escapes import Escapes
 from .index.files import project_roots
 from .index.project import ProjectIndex
 from .index.reach import UNREACHED, UNREACHED_REACH, Reach, styled
+from .index.releases import released
 from .index.roles import not_loss_functions
 from .library import Library
 from .noqa import is_suppressed, parse_suppressions
@@ -84,7 +86,7 @@ def _collect(
         found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None, context)))
     finally:
         context.library.close()
-    return found, tuple(sorted({*context.library.files(), *context.escape_files()}))
+    return found, tuple(sorted({*context.library.files(), *context.escape_files(), *context.release_files}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +98,13 @@ class _Context:
     library: Library
     source: SourceFile
     alone: bool  # no project around the file: its own text is all there is
+    release_files: set[str] = dataclasses.field(default_factory=set)  # read for the hosts' releases
+
+    def released(self, reach: Reach, returned: int) -> Reach | None:
+        """`reach` as the project's declared releases and settings have it (`index/releases.py`)."""
+        reach_now, files = released(self.source.path, reach, returned)
+        self.release_files.update(files)
+        return reach_now
 
     @functools.cached_property
     def not_loss_functions(self) -> frozenset[int]:
@@ -228,8 +237,10 @@ def _analyze_parsed(
         if lines:  # a triaged piece: its lines are elsewhere in the file
             start_line, end_line, def_line = lines[start_line - 1], lines[end_line - 1], lines[def_line - 1]
         reach = context.reaches.get(def_line, UNREACHED_REACH)
-        if reach.whole_return != raw.whole_return:  # the value rescaled is not the one this finding is about
-            reach = UNREACHED_REACH
+        if reach.whole_return != raw.whole_return and not _first_of_pair(reach, raw):
+            reach = UNREACHED_REACH  # the value rescaled is not the one this finding is about
+        if reach.steps and (reach := context.released(reach, raw.returned)) is None:
+            continue  # the releases the project runs leave the value as it is
         if not reach.steps and def_line in context.not_loss_functions:  # not a loss function: nothing to say
             continue
         rule = ANALYSIS_RULES[raw.code]
@@ -268,6 +279,13 @@ def _analyze_parsed(
         )
         located.append(Located(finding, edit, raw))
     return located
+
+
+def _first_of_pair(reach: Reach, raw: RawFinding) -> bool:
+    """A capture of the first element of a returned pair, for a host that receives the loss bare or as
+    that element (`Host.or_first_of_pair`: `return (loss, outputs) if return_outputs else loss`)."""
+    host = BY_NAME.get(reach.context)
+    return host is not None and host.or_first_of_pair and reach.whole_return and raw.code == CAPTURE_CODE
 
 
 def _as_source(source: str | bytes, path: str) -> SourceFile:

@@ -408,6 +408,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/context.md", "Callable values"): "quotes: the depth and the caller files",
     ("docs/context.md", "Injected aliases"): "record",
     ("docs/context.md", "Call graph"): "records: bench/pycg.py on PyCG's micro-benchmark, the graph's CPU on trees",
+    ("docs/context.md", "Hosts"): "releases and line numbers of the host table, checked by tests/test_hosts.py",
     ("docs/editor.md", "In the editor: `flux-alias-lint server`"): "quote: the debounce",
     ("docs/editor.md", "VS Code"): "none",
     ("docs/editor.md", "Neovim (0.11 or newer)"): "a release",

@@ -26,6 +26,7 @@ import tokenize
 import pytest
 
 import flux_alias_lint
+from flux_alias_lint.facts.hosts import HOSTS
 from flux_alias_lint.rules import ANALYSIS_RULES, CAPTURE_CODE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -34,10 +35,11 @@ FIXTURES = ROOT / "fixtures"
 # The code is one the analysis reports (the registry's); a context other than "unreached" (see
 # flux_alias_lint/index/reach.py) ends the line.
 # FAL005's path is where the captured value is kept: `report[...]`, `HISTORY[...]`, `state.last_loss`.
+CONTEXTS = ("in-place-caller", "in-function", "escapes", *(host.name for host in HOSTS))  # HOSTS[0]: megatron
 EXPECTED_LINE = re.compile(
     rf"^(?P<line>[1-9]\d*):(?P<col>[1-9]\d*): (?P<code>{'|'.join(ANALYSIS_RULES)}) "
     r"(?P<path>[A-Za-z_]\w*(?:\[.+\]|\.\w+)*)"
-    r"(?: (?P<context>megatron|in-place-caller|in-function|escapes))?$"
+    rf"(?: (?P<context>{'|'.join(CONTEXTS)}))?$"
 )
 NOQA = re.compile(r"#\s*noqa\b", re.IGNORECASE)
 

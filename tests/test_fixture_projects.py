@@ -26,6 +26,28 @@ from flux_alias_lint.source import decode
 
 PROJECT_CASES = project_cases()
 
+# Host fixtures (`facts/hosts.py`) that megatron-core's rescale cannot prove: their host is another
+# library (not installed here) or a megatron-core release before 0.7. Each is proven under its own
+# host, or the host's recorded in-place line, by the runtime work on hosts that follows; until then
+# only their static findings are checked.
+NOT_RUN_UNDER_MEGATRON = {
+    "FAL005/host_transformers_training_step": "transformers 4.46.0's Trainer.training_step",
+    "FAL005/neg_host_transformers_training_step_after_4_46": "transformers 4.57's Trainer",
+    "FAL005/host_transformers_compute_loss": "transformers 4.54+'s Trainer.compute_loss",
+    "FAL005/neg_host_transformers_compute_loss_turned_off": "transformers 4.57's Trainer.compute_loss",
+    "FAL005/host_accelerate_backward": "accelerate 0.12's Accelerator.backward",
+    "FAL005/neg_host_accelerate_backward_0_13": "accelerate 0.13's Accelerator.backward",
+    "FAL005/host_composer": "Composer 0.8's Trainer._train_microbatch",
+    "FAL005/neg_host_lightning_out_of_place": "Lightning's out-of-place scaling",
+    "FAL005/neg_host_megatron_before_0_7": "megatron-core 0.6's out-of-place division",
+}
+
+
+def _runs_under_megatron(case: ProjectCase) -> None:
+    host = NOT_RUN_UNDER_MEGATRON.get(case.id)
+    if host is not None:
+        pytest.skip(f"proven under {host}, not megatron-core's rescale")
+
 
 def _findings(folder: pathlib.Path) -> list[str]:
     index = ProjectIndex([str(folder.resolve())])
@@ -56,6 +78,10 @@ def _run(folder: pathlib.Path) -> Run:
             sys.modules.pop(name, None)
 
 
+def test_the_cases_not_run_under_megatron_exist():
+    assert set(NOT_RUN_UNDER_MEGATRON) <= {case.id for case in PROJECT_CASES}
+
+
 def test_there_are_project_cases_of_each_kind():
     kinds = {case.kind() for case in PROJECT_CASES}
     assert kinds == {Kind.POSITIVE, Kind.NEGATIVE}
@@ -70,6 +96,7 @@ def test_project_findings(case: ProjectCase):
 
 @pytest.mark.parametrize("case", PROJECT_CASES, ids=lambda c: c.id)
 def test_project_case_is_honest(case: ProjectCase):
+    _runs_under_megatron(case)
     run = _run(case.folder)
     captures = case.rule_dir == CAPTURE_CODE
     assert_claim(case.kind(), run, captures)
@@ -89,6 +116,7 @@ def test_project_fix_stops_the_rescale_leaking(case: ProjectCase, tmp_path: path
     shutil.copytree(case.folder, copy)
     assert main(["check", str(copy), "--fix", "--no-cache", "-q"]) == 0, capsys.readouterr()
     assert _findings(copy) == []
+    _runs_under_megatron(case)
     before, after = _run(case.folder), _run(copy)
     assert not after.moved, f"the report still moves after --fix: {after.moved}"
     assert not after.captures_moved, f"kept values still move after --fix: {after.captures_moved}"

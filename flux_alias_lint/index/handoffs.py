@@ -3,7 +3,8 @@
 Each entry names a convention the ecosystem writes, says in one paragraph what the index takes as
 evidence of it, and names the fixture project (`fixtures/FAL001/<case>/`, shaped like the real
 thing) that shows it. The index (`index/`) reads the conventions' data from here; docs/context.md
-lists the same entries.
+lists the same entries. Who rescales, in which releases, is the host table's (`facts/hosts.py`): each
+schedule call names its row.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ScheduleCall(HandOff):
     imported_from: str | None = None
     keyword: str = "forward_step_func"  # `loss_func`: what is handed over is the loss function itself
     does: str = "rescales the loss in place"  # what the callee does with it, for the step's text
+    host: str = "megatron"  # the row of `facts/hosts.py` that rescales what the schedule is handed
 
 
 @dataclasses.dataclass(frozen=True)

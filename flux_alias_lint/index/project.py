@@ -20,6 +20,7 @@ from ..source import collections_paused
 from .files import project_roots, python_files
 from .following import FollowedEvidence
 from .gates import gates
+from .hosts import HostEvidence, hosted
 from .in_place import InPlaceEvidence
 from .modules import text_of
 from .reach import Evidence, Reach
@@ -56,7 +57,7 @@ def _collected(
     return index.evidence, index.depends_on
 
 
-class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence):
+class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvidence):
     """Contexts of the functions in one or more projects, by (real path, def line).
 
     Each file's evidence is also kept apart (`evidence`, for the files the gate let through), with
@@ -107,7 +108,8 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence):
         if data is None:
             data = text_of(path)  # b"": unreadable, and so no evidence
         megatron, rescaling = gates(data)
-        if not (megatron or rescaling):
+        host = hosted(data)
+        if not (megatron or rescaling or host):
             return
         self.evidence[path], self.depends_on[path] = [], set()
         module = self._module(path, data)
@@ -122,6 +124,8 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence):
         if megatron:
             self._megatron_evidence(module, [], module.tree)
             self._loss_reduction_evidence(module)
+        if host:
+            self._host_evidence(module)
         self._patch_evidence(path)
         self._delegated_evidence(path)
         self._returned_as_the_loss(path)

@@ -17,6 +17,11 @@ IN_PLACE_CALLER = "in-place-caller"
 # FAL005: the write changing the capture is in the function itself, whoever calls it.
 IN_FUNCTION = "in-function"
 UNREACHED = "unreached"
+# One context per third-party host of `facts/hosts.py` (its row's name): a host's findings are errors too.
+TRANSFORMERS_TRAINING_STEP = "transformers-training-step"
+TRANSFORMERS_COMPUTE_LOSS = "transformers-compute-loss"
+ACCELERATE_BACKWARD = "accelerate-backward"
+COMPOSER = "composer"
 # Unreached, but the function value goes where the index cannot follow it (`escapes.py`): it may
 # reach a host. Its steps lead to that place.
 ESCAPES = "escapes"
@@ -36,12 +41,17 @@ class Step:
 
 @dataclasses.dataclass(frozen=True)
 class Reach:
-    context: str  # MEGATRON or IN_PLACE_CALLER
+    context: str  # MEGATRON, IN_PLACE_CALLER or a host's
     steps: tuple[Step, ...]
     guessed: bool = False  # from a forward-step signature alone: any hand-off call found replaces it
     # What is rescaled is the function's return value itself, which a loss function returns as its loss
     # (`handoffs.RETURNED_AS_THE_LOSS`), not the first element of a tuple it returns.
     whole_return: bool = False
+    # Said by `lint.py` from the project's declared releases and settings (`index/releases.py`): which
+    # release of the host rescales and where it is pinned; a setting of the project under which the host
+    # leaves this value as it is (a warning, not an error).
+    release: str = ""
+    spared_by: str = ""
 
 
 UNREACHED_REACH = Reach(UNREACHED, ())

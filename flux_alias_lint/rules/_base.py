@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from ..facts.hosts import BY_NAME
+from ..facts.hosts import MEGATRON as MEGATRON_HOST
 from ..finding import ERROR, WARNING
 from ..index.reach import ESCAPES, IN_PLACE_CALLER, MEGATRON, UNREACHED, Reach, lost
 
@@ -46,8 +48,9 @@ class AnalysisRule(Rule):
 
     def verdict(self, found: RawFinding, reach: Reach, unreached: str) -> tuple[Reach, str | None]:
         """Who rescales the value, as this rule reads the project's `reach`, and the severity that
-        follows (None: hidden, and so never fixed)."""
-        return reach, severity(reach.context, unreached)
+        follows (None: hidden, and so never fixed). A value the host leaves as it is under a setting
+        of the project (`Reach.spared_by`) is a hazard, not a bug: a warning."""
+        return reach, WARNING if reach.spared_by else severity(reach.context, unreached)
 
     def message(self, found: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None) -> str:
         """One line: what the entry is, what will happen to it at run time, and the rule that explains it.
@@ -64,7 +67,16 @@ class AnalysisRule(Rule):
 
 def consequence(reach: Reach, returned: int = 0) -> str:
     """What happens to the entry at run time, by who rescales the loss; `returned`: the length of the
-    returned tuple (0: not known), which decides Megatron's in-place operations (megatron-core 0.12 on)."""
+    returned tuple (0: not known), which decides Megatron's in-place operations (megatron-core 0.12 on).
+    A third-party host (`facts/hosts.py`) is named with its operation, the release doing it and where
+    the project pins it (`Reach.release`)."""
+    if reach.spared_by:
+        setting = MEGATRON_HOST.setting
+        assert setting is not None
+        return f"Megatron {setting.effect} under {reach.spared_by} (off, it divides it in place)"
+    host = BY_NAME.get(reach.context)
+    if host is not None and host is not MEGATRON_HOST:
+        return f"{host.does} {reach.release}"
     if reach.context == MEGATRON and returned == 2:
         return (
             "Megatron multiplies it in place by the context-parallel size and divides it by num_microbatches "

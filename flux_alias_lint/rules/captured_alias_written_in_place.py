@@ -55,6 +55,12 @@ view, a conversion that may return `self`, or the tensor itself. The writers:
 - Megatron's schedule, when the tensor is the loss returned by a function Megatron calls (it runs
   `loss *= cp_size; loss /= num_microbatches`);
 - a caller in the project that unpacks the returned loss and rescales it in place.
+- a third-party host given the bare returned loss, in the releases that rescale it in place (the
+  project's pin, else the installed release, decides; `docs/context.md` "Hosts"):
+  `Trainer.training_step` (transformers 4.46.0–4.46.1) for a `Trainer` subclass's `compute_loss`,
+  `Trainer.compute_loss` (×world size, 4.54 on) for a `compute_loss_func=`, `Accelerator.backward`
+  (accelerate 0.11–0.12) for `loss = f(...)` then `accelerator.backward(loss)`, Composer 0.2–0.8.2
+  for a `ComposerModel`'s `loss`. The message names the host, the release and where it is pinned.
 
 Copies (`.clone()`, `.item()`, `float()`, arithmetic, `torch.cat`) and rebinding (`loss = loss * w`)
 are not flagged, nor is a capture made after the write, nor an entry updated through the container

@@ -1,0 +1,150 @@
+"""The hosts that rescale a returned loss in place after the loss function returned it: one table.
+
+Each row is one host: the call through which it receives the user's loss, the in-place operation and
+its factor, what the factor depends on, and the releases that do it (PEP 440 specifiers, read by
+`index/versions.py`; measured by running each release's own code, docs/context.md "Hosts"). A row's
+`name` is the context of the findings it proves (`index/reach.py`). The project's own accumulation
+loop (`in-place-caller`) needs no row: it is in the project, whatever the release. Out of place, and
+so no rows: Lightning, DeepSpeed, torchtitan, Colossal-AI, NeMo, Megatron-Bridge, TRL, axolotl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """A setting the factor depends on, read where a literal in the project sets it
+    (`index/settings.py`): `name=True`, `cfg.name = True`, `{"name": True}`, `assert cfg.name`."""
+
+    name: str
+    effect: str  # what setting it on does, said in a finding's message
+    # The in-place releases when the project sets it on (None: as when it does not) ...
+    releases_if_on: tuple[str, ...] | None = None
+    # ... and whether setting it off (a literal False) turns the rescale off in every release.
+    off_stops_it: bool = False
+    # On, the rescale leaves a returned `(loss, num_tokens, report)` as it is (Megatron's per-token loss).
+    on_spares_three_tuples: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """One host that rescales the loss it receives in place."""
+
+    name: str  # the context of its findings
+    distribution: str  # the PyPI distribution whose releases do it
+    receives: str  # the call through which it receives the user's loss
+    does: str  # who does what to it, in a finding's message
+    operation: str  # the in-place operation, as the release writes it
+    factor: str  # what a kept alias is multiplied by
+    depends_on: tuple[str, ...]  # what the factor (or whether it happens) depends on
+    releases: tuple[str, ...]  # the releases that do it: PEP 440 specifier sets, any of them
+    shown: str  # the same releases, said
+    line: str  # where the operation is in those releases
+    fixture: str  # a folder of fixtures/ showing it, with its own pin
+    doc: str
+    setting: Setting | None = None
+    # What the loss is next rescaled by once this host returned it (a compute_loss_func's loss goes on
+    # to `training_step`): used where this host's own releases are excluded.
+    then: str | None = None
+    # The loss function may return `(loss, outputs)` instead (`compute_loss(..., return_outputs=True)`): its
+    # first element is the loss the host receives bare, so a capture of it is this host's too.
+    or_first_of_pair: bool = False
+
+
+MEGATRON = Host(
+    "megatron",
+    "megatron-core",
+    "a forward step handed to Megatron's schedule returns `(output_tensor, loss_func)`; the schedule calls "
+    "`loss_func(output_tensor)` (`index/handoffs.py`: the schedule rows)",
+    "Megatron divides it in place by num_microbatches",
+    "`output_tensor /= num_microbatches` (after `*= cp_size` on the 2-tuple path from 0.12; a 3-tuple's loss also "
+    "`/= num_tokens`)",
+    "× cp size ÷ num_microbatches (2-tuple); ÷ num_tokens ÷ num_microbatches (3-tuple)",
+    ("microbatches", "cp size", "calculate_per_token_loss"),
+    (">=0.7.0",),
+    "megatron-core 0.7 and later",
+    "megatron/core/pipeline_parallel/schedules.py, forward_step_calc_loss (forward_step before 0.15)",
+    "FAL005/host_megatron",
+    "Megatron's schedule rescales the first element of what the loss function returns, in place, before it "
+    "stores the report; 0.6 and older divide out of place.",
+    setting=Setting(
+        "calculate_per_token_loss",
+        "leaves a 3-tuple's loss as it is",
+        on_spares_three_tuples=True,
+    ),
+)
+TRAINING_STEP = Host(
+    "transformers-training-step",
+    "transformers",
+    "a `Trainer` subclass's `compute_loss` override returns the loss to `Trainer.training_step`",
+    "Trainer.training_step multiplies it in place by gradient_accumulation_steps",
+    "`loss *= self.args.gradient_accumulation_steps`",
+    "× gradient_accumulation_steps",
+    ("grad-accum steps",),
+    (">=4.46.0,<4.46.2",),
+    "transformers 4.46.0–4.46.1",
+    "trainer.py:3605 (4.46.0), right after compute_loss returns, before backward",
+    "FAL005/host_transformers_training_step",
+    "`Trainer.training_step` multiplies whatever `compute_loss` returned in place, before any `log()` or callback; "
+    "an alias a `compute_loss` override keeps reads × gradient_accumulation_steps.",
+    or_first_of_pair=True,
+)
+COMPUTE_LOSS = Host(
+    "transformers-compute-loss",
+    "transformers",
+    "a `compute_loss_func=` passed to `Trainer(...)` (or a subclass: TRL's `SFTTrainer`) returns the loss to the "
+    "base `Trainer.compute_loss`",
+    "Trainer.compute_loss multiplies it in place by the world size",
+    "`loss *= self.accelerator.num_processes`",
+    "× world size",
+    ("world size", "average_tokens_across_devices"),
+    (">=4.54.0",),
+    "transformers 4.54 and later",
+    "trainer.py:3662 (4.46.2), :4154 (4.57), :2162 (5.18), before compute_loss returns",
+    "FAL005/host_transformers_compute_loss",
+    "The base `Trainer.compute_loss` multiplies the loss a `compute_loss_func` returned in place when "
+    "`average_tokens_across_devices` is on (the default from 4.54; set on, from 4.49 for a `compute_loss_func`). An alias a "
+    "`compute_loss` override takes after `super().compute_loss` returned is not hit (only `training_step` is).",
+    setting=Setting(
+        "average_tokens_across_devices",
+        "turns the multiplication by the world size on",
+        releases_if_on=(">=4.49.0",),
+        off_stops_it=True,
+    ),
+    then="transformers-training-step",
+)
+ACCELERATE_BACKWARD = Host(
+    "accelerate-backward",
+    "accelerate",
+    "`loss = f(...)` then `accelerator.backward(loss)`",
+    "Accelerator.backward divides it in place by the grad-accum steps",
+    "`loss /= self.gradient_accumulation_steps`",
+    "÷ gradient_accumulation_steps",
+    ("grad-accum steps",),
+    (">=0.11.0,<0.13.0",),
+    "accelerate 0.11.0–0.12.0",
+    "accelerator.py:797 (0.11.0) / :878 (0.12.0), Accelerator.backward",
+    "FAL005/host_accelerate_backward",
+    "`Accelerator.backward` divides the loss it is given in place before backpropagating it; 0.13.0 divides out "
+    "of place.",
+)
+COMPOSER = Host(
+    "composer",
+    "mosaicml",
+    "a `ComposerModel` subclass's `loss(outputs, batch)` returns the loss to `Trainer._train_microbatch`",
+    "Composer's trainer multiplies it in place by microbatch/batch size",
+    "`microbatch_loss.mul_(microbatch_size / batch_size)`",
+    "× microbatch size / batch size",
+    ("microbatches",),
+    (">=0.2.0,<0.9.0",),
+    "Composer 0.2–0.8.2",
+    "composer/trainer/trainer.py, Trainer._train_microbatch",
+    "FAL005/host_composer",
+    "Composer's trainer multiplies every returned loss in place (emulated: no public case found); 0.10–0.32.1 "
+    "only a dict loss's 'total', which is no bare returned loss.",
+)
+
+HOSTS: tuple[Host, ...] = (MEGATRON, TRAINING_STEP, COMPUTE_LOSS, ACCELERATE_BACKWARD, COMPOSER)
+BY_NAME: dict[str, Host] = {host.name: host for host in HOSTS}

@@ -1,0 +1,126 @@
+"""Evidence of a third-party host (`facts/hosts.py`) receiving a loss function's return value whole.
+
+Each is a bare returned loss the host rescales in place (`Reach(..., whole_return=True)`, so FAL005
+reports the captures at `return loss`), under the host's own context:
+- a `transformers` (or TRL) `Trainer` subclass's `compute_loss` override: what it returns goes to
+  `Trainer.training_step` (`transformers-training-step`; the base `compute_loss`'s multiplication
+  by the world size comes before the override's own captures, so it is not this row's);
+- a `compute_loss_func=` passed to a `...Trainer(...)` call: the base `Trainer.compute_loss`
+  multiplies what it returns (`transformers-compute-loss`, then `training_step`, `index/releases.py`);
+- `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`);
+- a Composer `ComposerModel` subclass's `loss` method (`composer`).
+Whether the release the project runs does it is decided when a finding is made (`index/releases.py`).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .nodes import body_walk, last_name
+from .reach import ACCELERATE_BACKWARD, COMPOSER, TRANSFORMERS_COMPUTE_LOSS, TRANSFORMERS_TRAINING_STEP, Reach, Step
+from .resolve import Resolver
+from .symbols import Symbols
+
+# What a file must hold for any of these (plain substring tests: most files have none): an override
+# of `compute_loss` in a `...Trainer` subclass, a `compute_loss_func=`, a Composer model, a call of
+# `accelerator.backward(` (any receiver named so).
+_WORDS = ((b"def compute_loss(", b"Trainer"), (b"compute_loss_func",), (b"ComposerModel",), (b"ccelerator.backward(",))
+_TRAINER_PACKAGES = ("transformers", "trl")
+
+
+def hosted(data: bytes) -> bool:
+    """Whether a file's text may hold a third-party host's evidence."""
+    return any(all(word in data for word in words) for words in _WORDS)
+
+
+class HostEvidence(Resolver):
+    """The functions whose bare returned loss a third-party host rescales in place."""
+
+    def _host_evidence(self, module: Symbols) -> None:
+        for scope, function in module.scoped:
+            cls = scope[-1] if scope and isinstance(scope[-1], ast.ClassDef) else None
+            if cls is not None and function.name == "compute_loss" and self._derives(module, cls, _TRAINER_PACKAGES):
+                what = f"its loss is returned by {cls.name}.compute_loss to Trainer.training_step"
+                self._reach(module.path, function, self._host(module, function, TRANSFORMERS_TRAINING_STEP, what))
+            if (
+                cls is not None
+                and function.name == "loss"
+                and self._derives(module, cls, ("composer",), "ComposerModel")
+            ):
+                what = f"its loss is returned by {cls.name}.loss to Composer's Trainer._train_microbatch"
+                self._reach(module.path, function, self._host(module, function, COMPOSER, what))
+            self._handed_to_hosts(module, [*scope, function], function)
+        self._handed_to_hosts(module, [], module.tree)
+
+    def _host(self, module: Symbols, node: ast.AST, context: str, what: str) -> Reach:
+        return Reach(context, (self._step(module, node, what),), whole_return=True)
+
+    def _handed_to_hosts(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
+        """`Trainer(..., compute_loss_func=f)` and `accelerator.backward(loss)` in one function's body."""
+        nodes = list(body_walk(function))
+        assigned: dict[str, list[ast.Assign]] = {}
+        for node in nodes:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                assigned.setdefault(node.targets[0].id, []).append(node)
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            name = last_name(node.func) or ""
+            if name.endswith("Trainer"):
+                for keyword in node.keywords:
+                    if keyword.arg == "compute_loss_func":
+                        what = f"passed as compute_loss_func to {name}, whose compute_loss rescales its loss"
+                        self._handed(
+                            module, scope, keyword.value, TRANSFORMERS_COMPUTE_LOSS, self._step(module, node, what)
+                        )
+            elif name == "backward" and _accelerator(node.func) and len(node.args) == 1:
+                loss = node.args[0]
+                what = "its loss is handed to accelerator.backward, which divides it in place"
+                if isinstance(loss, ast.Call):
+                    self._handed(module, scope, loss.func, ACCELERATE_BACKWARD, self._step(module, node, what))
+                elif isinstance(loss, ast.Name):
+                    for assign in assigned.get(loss.id, []):
+                        if isinstance(assign.value, ast.Call) and assign.lineno < node.lineno:
+                            step = self._step(module, assign, f"its loss is {loss.id}, handed to accelerator.backward")
+                            self._handed(
+                                module,
+                                scope,
+                                assign.value.func,
+                                ACCELERATE_BACKWARD,
+                                step,
+                                self._step(module, node, what),
+                            )
+
+    def _handed(self, module: Symbols, scope: list[ast.AST], node: ast.expr, context: str, *steps: Step) -> None:
+        for value in self._values(module, scope, node):
+            self._reach(value.module.path, value.function, Reach(context, (*value.steps, *steps), whole_return=True))
+
+    def _derives(self, module: Symbols, cls: ast.ClassDef, packages: tuple[str, ...], suffix: str = "Trainer") -> bool:
+        """Whether `cls`, or a base class of it in the project, names a base `...{suffix}` imported from one
+        of `packages`."""
+        for owner, klass in ((module, cls), *self._bases(module, cls, 0)):
+            for base in klass.bases:
+                dotted = _dotted(base)
+                if dotted is None or not dotted.endswith(suffix):
+                    continue
+                head, _, rest = dotted.partition(".")
+                target = owner.qualified.get(head, "")
+                full = f"{target}.{rest}" if rest else target
+                if full.split(".")[0] in packages:
+                    return True
+        return False
+
+
+def _accelerator(func: ast.expr) -> bool:
+    """`accelerator.backward`, `self.accelerator.backward`: a receiver named like an `Accelerator`."""
+    receiver = func.value if isinstance(func, ast.Attribute) else None
+    return receiver is not None and "accelerator" in (last_name(receiver) or "").lower()
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
