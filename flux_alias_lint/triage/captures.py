@@ -12,6 +12,7 @@ from typing import NamedTuple
 from ..facts.reports import KEEPING_KINDS, KEEPING_NAMES
 from ..facts.storage import CONTAINER_CONSTRUCTORS, CONTAINER_MUTATORS
 from ..facts.tensor_ops import torch_function_alias_kind, writes_in_place
+from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS, Def
 from .calls import _copies, _helper_call
 from .syntax import _CHILD_FIELDS, _LEAF_FIELDS, _LEAVES, _dotted, _owner, _parameters
@@ -163,7 +164,8 @@ def _captures_and_writes(
                 if element is not None:
                     put(found.entries, element.value if type(element) is ast.Starred else element, node, context)
         elif kind is ast.AugAssign:
-            put(found.written, node.target, node, context)
+            if not leaves_unchanged_write(node):  # `x *= 1` writes no value
+                put(found.written, node.target, node, context)
             if type(node.target) is ast.Name:
                 augmented.append((node.target, context[1]))
         elif kind is ast.Call:
@@ -183,7 +185,8 @@ def _captures_and_writes(
                 found.keeping[id(node)] = node.args[0]
                 keeping_calls.add(id(node))
             if attribute is not None and writes_in_place(attribute):
-                if root not in modules:  # `scf.for_(...)`: a function of an imported module, not a tensor's method
+                # `scf.for_(...)`: a function of an imported module, not a tensor's method; `x.mul_(1)`: no write.
+                if root not in modules and not leaves_unchanged_write(node):
                     put(found.written, func.value, node, context)
             elif attribute in CONTAINER_MUTATORS:
                 for value in given:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from ..facts.reports import AUGMENTED_OPERATORS, KEEPING_NAMES
 from ..facts.storage import MAPPING_NAMES, MAPPING_UPDATE
+from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS, PARSE_ERRORS, Def, Symbols
 from .calls import _is_mapping, _is_mutation
 from .captures import _assigned_into, _captures_and_writes, _keeping_functions
@@ -224,7 +225,11 @@ def _unit_may_find(
         # order; the places of captures and writes are needed only then, or for a kept value.
         if reports:
             walk = flows.walk
-            written = [node.target for node in walk.bindings if type(node) is ast.AugAssign] + walk.written
+            written = [
+                node.target
+                for node in walk.bindings
+                if type(node) is ast.AugAssign and not leaves_unchanged_write(node)
+            ] + walk.written
             reports = flows.may(lambda flow: flow.report_may_be_written(written, walk.returns))
         # A kept value is given to a container's method or stored into an entry or an attribute.
         keeping = keeping and any(_is_mutation(node) or _assigned_into(node) for node in flows.walk.bindings)
