@@ -100,6 +100,26 @@ class Library:
         owners = [key for key in definitions if key.partition(".")[2] == name]
         return self.function(owners[0]) if len(owners) == 1 else None
 
+    def attribute_method(self, owner: str | None, attribute: str, name: str) -> Definition | None:
+        """`self.<attribute>.name(...)` in a method of class `owner` of this file: the method `name` of
+        the one class `self.<attribute>` is made from (`self.meter = Meter()`) or declared as
+        (`self.meter: Meter`) in `owner` or its bases here, a class of this file or one it imports."""
+        self._definitions()
+        classes: set[str] = set()
+        for cls in (owner, *self._bases(owner)) if owner in self._classes else ():
+            for node in ast.walk(self._classes[cls]):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    kinds = [node.value.func for target in node.targets if _is_self_attribute(target, attribute)]
+                elif isinstance(node, ast.AnnAssign) and _is_self_attribute(node.target, attribute):
+                    kinds = [node.annotation]
+                else:
+                    continue
+                classes.update(kind.id if isinstance(kind, ast.Name) else "" for kind in kinds)
+        if len(classes) != 1 or "" in classes:
+            return None  # made from no class, or from several: which method runs is not known
+        (cls,) = classes
+        return self.method(name, cls) if cls in self._classes else self.function(f"{cls}.{name}")
+
     def _bases(self, name: str) -> list[str]:
         """The bases of class `name` that are classes of this file."""
         cls = self._classes.get(name)
@@ -237,6 +257,15 @@ def _record(node: ast.ClassDef) -> Record | None:
     code = ast.unparse(node)
     positional = not own_bases and "KW_ONLY" not in code and "kw_only" not in code and "init=False" not in code
     return Record(tuple(fields), positional)
+
+
+def _is_self_attribute(node: ast.expr, attribute: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attribute
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
 
 
 def _first_def(module: cst.Module) -> cst.FunctionDef | None:

@@ -63,9 +63,10 @@ class CaptureTracking:
         function returns: a module global, a closure variable, a parameter or something read from one."""
         while isinstance(target, (cst.Attribute, cst.Subscript)):
             target = target.value
-        if not isinstance(target, cst.Name):
-            return False
-        name = target.value
+        return isinstance(target, cst.Name) and self._escapes_name(target.value, env)
+
+    def _escapes_name(self, name: str, env: Env) -> bool:
+        """Whether the object the name `name` holds is reachable after the function returns."""
         if name not in env:
             return True  # a module global (or a builtin, which nothing stores into)
         function = self._functions[-1]
@@ -83,6 +84,7 @@ class CaptureTracking:
     def _capture(self, place: str, val: Val, env: Env) -> None:
         """`val` is now kept at `place` (as shown in messages)."""
         if self._summarising is not None:
+            self._keep_in_summary(place, val)
             return
         aliases = frozenset(
             a for _, leaf in _leaves(val) for a in leaf.aliases if a.entry is not None and _kept(a, data=True)
@@ -217,6 +219,7 @@ class CaptureTracking:
     array_module: bool
     _backprop_source: Callable[[cst.BaseExpression | None, Val], str]
     _rebound_names: Callable[[cst.FunctionDef], frozenset[str]]
+    _keep_in_summary: Callable[[str, Val], None]
 
 
 def _write_to(writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], backprop: Val) -> cst.CSTNode | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..facts.reports import KEEPING_KINDS, KEEPING_NAMES
 from ..facts.storage import CONTAINER_CONSTRUCTORS, CONTAINER_MUTATORS
@@ -17,6 +17,9 @@ from ..index.symbols import FUNCTIONS, Def
 from .calls import _copies, _helper_call
 from .syntax import _CHILD_FIELDS, _LEAF_FIELDS, _LEAVES, _dotted, _owner, _parameters
 from .values import D, S, Token, _named, _overlap, _union
+
+if TYPE_CHECKING:
+    from .summaries import _Helpers
 
 
 @dataclasses.dataclass
@@ -130,10 +133,15 @@ def _keeping_functions(imports: frozenset[tuple[str, str]]) -> frozenset[str]:
 
 
 def _captures_and_writes(
-    tree: ast.AST, imports: frozenset[tuple[str, str]], keeping_functions: frozenset[str], reports: bool
+    tree: ast.AST,
+    imports: frozenset[tuple[str, str]],
+    keeping_functions: frozenset[str],
+    reports: bool,
+    helpers: _Helpers,
 ) -> _Captures:
     """What `tree` may capture and write in place; its returned reports' entries only if `reports`
-    (a return may be a report tuple)."""
+    (a return may be a report tuple). `helpers`: which calls the analysis may summarise (a helper
+    may keep what it is given)."""
     found = _Captures()
     keeping_calls: set[int] = set()
     bindings: list[tuple[list[ast.expr | None], ast.expr]] = []
@@ -194,9 +202,14 @@ def _captures_and_writes(
                         put(found.entries, value, node, context)
                     put(found.kept, value, node, context)
                     stores.append((value, func.value, context[1]))
-            elif reports and (_helper_call(node) is not None or (_dotted(func) or "") in CONTAINER_CONSTRUCTORS):
-                for value in given:  # a helper may put its arguments into what it returns
-                    put(found.entries, value, node, context)
+            else:
+                if reports and (_helper_call(node) is not None or (_dotted(func) or "") in CONTAINER_CONSTRUCTORS):
+                    for value in given:  # a helper may put its arguments into what it returns
+                        put(found.entries, value, node, context)
+                if given and may_keep_arguments(node, helpers):
+                    for value in given:  # and keep them (`analysis.summaries.Summary.kept`)
+                        put(found.kept, value, node, context)
+                        stores.append((value, func, context[1]))
         elif kind is ast.Return and node.value is not None and reports:
             put(found.reports, node.value, node, context)
         elif kind is ast.Lambda or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
@@ -275,6 +288,17 @@ def _captures_and_writes(
     containers = {id(target) for target, scope in augmented if target.id in names_of(scope).containers}
     found.written = [target for target in found.written if id(target) not in containers]
     return found
+
+
+def may_keep_arguments(call: ast.Call, helpers: _Helpers) -> bool:
+    """Whether the analysis may summarise `call` and capture what its helper keeps of the arguments:
+    a helper it may summarise (`helper(buf, v)`, `self.record(v)`), or a method of an object `self`
+    holds (`self.meter.update(v)`: its class, found by the analysis, may be in any module)."""
+    helper = _helper_call(call)
+    if helper is not None:
+        return helpers.may_summarise(*helper, 0)
+    func = call.func
+    return type(func) is ast.Attribute and type(func.value) is ast.Attribute and _dotted(func.value.value) == "self"
 
 
 def _assigned_into(node: ast.AST) -> list[ast.Attribute | ast.Subscript]:
