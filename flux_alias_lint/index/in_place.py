@@ -34,7 +34,8 @@ def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.
     """The assignments of a call's result whose loss is then rescaled in place, each with the loss'
     name and whether the result is the loss itself (`loss = f(...)`) rather than a tuple unpacked
     (`loss, report = f(...)`). A name bound to a call is that call's loss at the rescale only if no
-    other binding of it comes between (`loss = f(x)`, `loss = loss / k`, `loss *= s`: a new tensor)."""
+    other binding of it comes between (`loss = f(x)`, `loss = loss / k`, `loss *= s`: a new tensor;
+    `loss += aux` is no binding)."""
     found = []
     stores: dict[str, list[int]] | None = None
     for stmt in nodes:
@@ -47,10 +48,16 @@ def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.
             if line is not None and line >= stmt.lineno:
                 found.append((stmt, name, False))
         elif isinstance(target, ast.Name) and rescaled.get(target.id, 0) > stmt.lineno:
-            if stores is None:
+            if stores is None:  # `loss += aux` is no rebinding: in place on a tensor
                 stores = {}
+                augmented = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
                 for node in nodes:
-                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in rescaled:
+                    if (
+                        isinstance(node, ast.Name)
+                        and isinstance(node.ctx, ast.Store)
+                        and node.id in rescaled
+                        and id(node) not in augmented
+                    ):
                         stores.setdefault(node.id, []).append(node.lineno)
             line = rescaled[target.id]
             if not any(stmt.lineno < other < line for other in stores[target.id]):

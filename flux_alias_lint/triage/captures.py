@@ -290,13 +290,14 @@ def _captures_and_writes(
     return found
 
 
-def may_keep_arguments(call: ast.Call, helpers: _Helpers) -> bool:
-    """Whether the analysis may summarise `call` and capture what its helper keeps of the arguments:
-    a helper it may summarise (`helper(buf, v)`, `self.record(v)`), or a method of an object `self`
-    holds (`self.meter.update(v)`: its class, found by the analysis, may be in any module)."""
+def may_keep_arguments(call: ast.Call, helpers: _Helpers, depth: int = 0) -> bool:
+    """Whether the analysis may summarise `call` (from a flow at `depth`) and capture what its
+    helper keeps of the arguments: a helper it may summarise that may keep something
+    (`helper(buf, v)`, `self.record(v)`), or a method of an object `self` holds
+    (`self.meter.update(v)`: its class, found by the analysis, may be in any module)."""
     helper = _helper_call(call)
     if helper is not None:
-        return helpers.may_summarise(*helper, 0)
+        return helpers.may_summarise(*helper, depth) and helpers.may_keep(*helper, depth)
     func = call.func
     return type(func) is ast.Attribute and type(func.value) is ast.Attribute and _dotted(func.value.value) == "self"
 

@@ -13,6 +13,8 @@ import re
 from ..facts.policy import SUMMARY_DEPTH
 from ..index.files import find_module
 from ..index.symbols import PARSE_ERRORS, Def, Symbols, summarisable
+from .calls import _is_mutation
+from .captures import _assigned_into, may_keep_arguments
 from .flows import Walk, _Flow, _walk
 from .syntax import _parameters, _quiet_parse
 from .values import ALL, Token, _named, _union
@@ -125,6 +127,7 @@ class _Helpers:
         self._known: dict[tuple[str, bool, int], int] = {}
         self._passings: dict[tuple[str, bool, int], list[_Passing] | None] = {}
         self._summarised: dict[tuple[str, bool, int], bool] = {}
+        self._keeps: dict[tuple[str, bool, int], bool] = {}  # `may_keep`
         self._walks: dict[int, Walk] = {}
         self._twin: _Helpers | None = None
         self.guessed = False  # the rough twin took an imported helper to return anything
@@ -173,6 +176,30 @@ class _Helpers:
         if key not in self._summarised:
             self._summarised[key] = bool(self._candidates(*key)) or self._imported_path(*key) is not None
         return self._summarised[key]
+
+    def may_keep(self, name: str, method: bool, depth: int) -> bool:
+        """Whether a def the call may run keeps something where it outlives the call (what
+        `analysis.summaries.Summary.kept` holds): it stores into an attribute or an entry, gives a
+        container's method something, or calls a helper that may keep what it is given."""
+        key = (name, method, depth)
+        if key not in self._keeps:
+            self._keeps[key] = False  # recursion: a helper calling itself keeps nothing more by it
+            found = any(self._stores(node, at) for node, at in self._candidates(*key))
+            path = self._imported_path(*key)
+            if not found and path is not None:
+                other = None if self._rough else _imported_helpers(path)
+                found = other is None or other.may_keep(self._defs.imported[name][2], False, depth)
+            self._keeps[key] = found
+        return self._keeps[key]
+
+    def _stores(self, node: Def, depth: int) -> bool:
+        for inner in ast.walk(node):
+            if type(inner) is ast.Call and (inner.args or inner.keywords):
+                if _is_mutation(inner) or may_keep_arguments(inner, self, depth):
+                    return True
+            elif _assigned_into(inner):
+                return True
+        return False
 
     def _flow(self, node: Def, depth: int) -> _Flow:
         """A flow over a def at `depth`, from its walk (one per def, shared with the rough twin).
