@@ -20,7 +20,7 @@ class InPlaceEvidence(Resolver):
         rescaled = rescaled_in_place(nodes)
         for assign, name, whole in _received(nodes, rescaled):
             callee = assign.value.func
-            what = "its loss is returned to" if whole else "its (loss, report) is unpacked by"
+            what = "its result is bound whole by" if whole else "its (loss, report) is unpacked by"
             steps = (
                 self._step(module, assign, f"{what} {function.name}"),
                 Step(shown(module.path), rescaled[name], f"which rescales {name} in place"),

@@ -151,6 +151,9 @@ def _captures_and_writes(
     # Decided once the unit is walked, and only if it may capture at all: (value, owner, def) of a
     # value given to or stored into `owner`; (target, def) of `name op= v`.
     stores: list[tuple[ast.expr, ast.expr, int]] = []
+    # What is given to a helper of the project (which may keep it), and the call and def it is in.
+    handed: list[ast.expr] = []
+    handed_to: dict[int, tuple[ast.Call, int]] = {}
     augmented: list[tuple[ast.Name, int]] = []
 
     def put(into: list[ast.expr], value: ast.expr, node: ast.AST, context: _Context) -> None:
@@ -206,10 +209,10 @@ def _captures_and_writes(
                 if reports and (_helper_call(node) is not None or (_dotted(func) or "") in CONTAINER_CONSTRUCTORS):
                     for value in given:  # a helper may put its arguments into what it returns
                         put(found.entries, value, node, context)
-                if given and may_keep_arguments(node, helpers):
-                    for value in given:  # and keep them (`analysis.summaries.Summary.kept`)
-                        put(found.kept, value, node, context)
-                        stores.append((value, func, context[1]))
+                if given and (_helper_call(node) is not None or _held_object_call(func)):
+                    for value in given:  # and keep them (`analysis.summaries.Summary.kept`): asked last
+                        put(handed, value, node, context)
+                        handed_to[id(value)] = (node, context[1])
         elif kind is ast.Return and node.value is not None and reports:
             put(found.reports, node.value, node, context)
         elif kind is ast.Lambda or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
@@ -233,7 +236,7 @@ def _captures_and_writes(
                 if len(stored) == 1 and key is not None and not (type(key) is ast.Constant and type(key.value) is str):
                     # `x[i] = v` keeps `v` only in a container (`analysis.statements._store_item`): a tensor's is a write.
                     found.stored_in[id(value)] = target.value
-    if not found.written or not (found.kept or found.reports):
+    if not found.written or not (found.kept or handed or found.reports):
         return found
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
     # holding such a call, or a name bound (through any chain of names) to one.
@@ -260,7 +263,7 @@ def _captures_and_writes(
         calls, names, heads = parts_of(value)
         return calls or not kept_names.isdisjoint(heads) or not kept_heads.isdisjoint(names)
 
-    grew = bool(found.kept)
+    grew = bool(found.kept or handed)
     while grew:
         grew = False
         for targets, value in bindings:
@@ -270,6 +273,11 @@ def _captures_and_writes(
                 kept_heads |= _with_heads(names)
                 grew = True
     found.kept = [value for value in found.kept if holds_kept(value)]
+    for value in handed:  # given to a helper that may keep it: the costlier question, asked of these only
+        call, scope = handed_to[id(value)]
+        if holds_kept(value) and may_keep_arguments(call, helpers):
+            found.kept.append(value)
+            stores.append((value, call.func, scope))
     if not (found.kept or found.reports):
         return found
     local_names: dict[int, _Locals] = {}
@@ -298,7 +306,11 @@ def may_keep_arguments(call: ast.Call, helpers: _Helpers, depth: int = 0) -> boo
     helper = _helper_call(call)
     if helper is not None:
         return helpers.may_summarise(*helper, depth) and helpers.may_keep(*helper, depth)
-    func = call.func
+    return _held_object_call(call.func)
+
+
+def _held_object_call(func: ast.expr) -> bool:
+    """`self.meter.update`: a method of an object `self` holds."""
     return type(func) is ast.Attribute and type(func.value) is ast.Attribute and _dotted(func.value.value) == "self"
 
 

@@ -14,7 +14,7 @@ from ..facts.storage import MAPPING_NAMES, MAPPING_UPDATE
 from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS, PARSE_ERRORS, Def, Symbols
 from .calls import _is_mapping, _is_mutation
-from .captures import _assigned_into, _captures_and_writes, _keeping_functions, may_keep_arguments
+from .captures import _assigned_into, _captures_and_writes, _keeping_functions
 from .flows import _Flow, _flow_may_find, _Flows
 from .returns import _some_return_may_fit
 from .summaries import _Helpers
@@ -237,7 +237,7 @@ def _unit_may_find(
         # into an entry or an attribute.
         keeping = keeping and (
             any(_is_mutation(node) or _assigned_into(node) for node in flows.walk.bindings)
-            or any(may_keep_arguments(call, helpers) for call in flows.walk.calls if call.args or call.keywords)
+            or any(call.args or call.keywords for call in flows.walk.calls)
             or _HELD_OBJECT_CALL.search(span) is not None
         )
         if not reports and not keeping:
