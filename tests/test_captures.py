@@ -122,6 +122,10 @@ KEEPING_HELPERS = textwrap.dedent(
         def _keep(self, v):
             self.vals.append(v)
 
+        def _count(self, v):
+            self.calls = self.calls + [len(self.vals)]
+            return v.sum()
+
         def step(self, x, buf):
             loss = x.sum()
             {call}
@@ -140,6 +144,7 @@ KEEPING_HELPERS = textwrap.dedent(
         ("record([], loss.detach())", None),  # the caller's own list, which dies with it
         ("local_only(loss.detach())", None),  # kept nowhere that outlives the helper
         ("self.meter.update(loss.detach().clone())", None),  # a copy
+        ("self._count(loss.detach())", None),  # what it stores is none of its arguments
     ],
 )
 def test_what_a_helper_keeps_is_captured_at_its_call(call: str, place: str | None, monkeypatch: pytest.MonkeyPatch):
