@@ -14,7 +14,8 @@ import libcst as cst
 from ..facts.policy import SUMMARY_DEPTH
 from ..facts.tensor_ops import AliasKind
 from ..library import Definition, Library
-from .statements import _MIN_WORK, _WORK_PER_STATEMENT, Work, _Loop, _statement_count
+from .captures import _kept
+from .statements import _MIN_WORK, _WORK_PER_STATEMENT, Work, _Loop, _parameters, _statement_count
 from .values import (
     IMMUTABLE,
     Alias,
@@ -85,10 +86,19 @@ class Summaries:
         call (`_call_method`): only the captures are taken from its summary."""
         assert self.library is not None and isinstance(func.value, cst.Attribute)
         definition = self.library.attribute_method(self._self_class(), func.value.attr.value, func.attr.value)
-        summary = self._library_summary(definition) if definition is not None else None
-        if summary is not None and summary.kept:
-            receiver = (self._eval(func.value, env), dotted_name(func.value))
-            self._apply_kept(summary, self._bound(summary, node, receiver, env), node, env)
+        if definition is None:
+            return
+        # Summarised only when given a kept value (`.detach()`, a conversion, `.data`): a method
+        # detaching what it is given is not followed, as the triage does not follow it.
+        params = _parameters(definition.node.params)
+        receiver = (self._eval(func.value, env), dotted_name(func.value))
+        bound = self._bound(
+            Summary(tuple(p.name.value for p in params), definition.node, Val(), {}), node, receiver, env
+        )
+        if any(_kept(a, data=True) for val, _ in bound.values() for _, leaf in _leaves(val) for a in leaf.aliases):
+            summary = self._library_summary(definition)
+            if summary is not None and summary.kept:
+                self._apply_kept(summary, bound, node, env)
 
     def _self_class(self) -> str | None:
         """The class `self` is an instance of where the code runs: the summarised method's, or the one
