@@ -61,6 +61,7 @@ class Library:
         self._returns: dict[str, Declared] | None = None
         self._records: dict[str, Record] = {}
         self._classes: dict[str, ast.ClassDef] = {}  # the module-level classes, by name
+        self._made: dict[str, dict[str, set[str]]] = {}  # `_attribute_classes`, by class
         # The analysis' summaries of this file's functions, by id of their node (None: being computed).
         self.summaries: dict[int, object] = {}
 
@@ -99,6 +100,43 @@ class Library:
         # the one class of this file that defines it, if only one does.
         owners = [key for key in definitions if key.partition(".")[2] == name]
         return self.function(owners[0]) if len(owners) == 1 else None
+
+    def attribute_method(self, owner: str | None, attribute: str, name: str) -> Definition | None:
+        """`self.<attribute>.name(...)` in a method of class `owner` of this file: the method `name` of
+        the one class `self.<attribute>` is made from (`self.meter = Meter()`) or declared as
+        (`self.meter: Meter`) in `owner` or its bases here, a class of this file or one it imports."""
+        self._definitions()
+        if owner not in self._classes:
+            return None
+        classes = set().union(
+            *(self._attribute_classes(cls).get(attribute, ()) for cls in (owner, *self._bases(owner)))
+        )
+        if len(classes) != 1 or "" in classes:
+            return None  # made from no class, or from several: which method runs is not known
+        (cls,) = classes
+        return self.method(name, cls) if cls in self._classes else self.function(f"{cls}.{name}")
+
+    def _attribute_classes(self, cls: str) -> dict[str, set[str]]:
+        """What each `self.<attribute>` of class `cls` is made from or declared as: class names ("" for
+        anything else), from one walk of the class."""
+        found = self._made.get(cls)
+        if found is None:
+            found = self._made[cls] = {}
+            for node in ast.walk(self._classes[cls]):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    pairs = [(target, node.value.func) for target in node.targets]
+                elif isinstance(node, ast.AnnAssign):
+                    pairs = [(node.target, node.annotation)]
+                else:
+                    continue
+                for target, kind in pairs:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
+                        found.setdefault(target.attr, set()).add(kind.id if isinstance(kind, ast.Name) else "")
+        return found
 
     def _bases(self, name: str) -> list[str]:
         """The bases of class `name` that are classes of this file."""

@@ -87,3 +87,70 @@ def test_a_value_kept_in_one_pass_is_not_the_one_the_next_pass_writes():
     pass's `mul_`, and Megatron's rescale of the last one, write tensors nothing kept (found by the
     differential fuzz: executed, no kept value moves)."""
     assert _captures(REALLOCATED_IN_A_LOOP) == []
+
+
+# A helper of the project keeping what it is given: a capture at its call (`Summary.kept`), where the
+# caller's object holding it outlives the caller. Each case: the call, the place the finding names.
+KEEPING_HELPERS = textwrap.dedent(
+    """
+    import torch
+
+
+    def record(buf, v):
+        buf.append(v)
+
+
+    def local_only(v):
+        kept = []
+        kept.append(v)
+        return len(kept)
+
+
+    class Meter:
+        def __init__(self):
+            self.vals = []
+
+        def update(self, v):
+            self.vals.append(v)
+
+
+    class Model:
+        def __init__(self):
+            self.meter = Meter()
+            self.vals = []
+
+        def _keep(self, v):
+            self.vals.append(v)
+
+        def _count(self, v):
+            self.calls = self.calls + [len(self.vals)]
+            return v.sum()
+
+        def step(self, x, buf):
+            loss = x.sum()
+            {call}
+            loss *= 2
+            return loss
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("call", "place"),
+    [
+        ("record(buf, loss.detach())", "buf[...]"),
+        ("self._keep(loss.float())", "self.vals[...]"),
+        ("self.meter.update(loss.detach().view(1))", "self.meter.vals[...]"),
+        ("record([], loss.detach())", None),  # the caller's own list, which dies with it
+        ("local_only(loss.detach())", None),  # kept nowhere that outlives the helper
+        ("self.meter.update(loss.detach().clone())", None),  # a copy
+        ("self._count(loss.detach())", None),  # what it stores is none of its arguments
+    ],
+)
+def test_what_a_helper_keeps_is_captured_at_its_call(call: str, place: str | None, monkeypatch: pytest.MonkeyPatch):
+    from flux_alias_lint import triage
+
+    source = KEEPING_HELPERS.replace("{call}", call)
+    for enabled in (True, False):  # the triage keeps the unit whenever the analysis flags it
+        monkeypatch.setattr(triage, "ENABLED", enabled)
+        assert _captures(source) == ([place] if place else []), enabled

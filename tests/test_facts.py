@@ -9,6 +9,7 @@ does (its transfer over-approximates). A row without a case fails `test_every_ro
 
 from __future__ import annotations
 
+import ast
 import collections
 import copy
 
@@ -17,7 +18,10 @@ from megatron_shapes import FORWARD_STEP
 
 from flux_alias_lint import check_source, triage
 from flux_alias_lint.analysis import calls as analysis_calls
+from flux_alias_lint.facts.reports import AUGMENTED_METHODS
 from flux_alias_lint.facts.storage import BUILTINS, CONTAINER_METHODS, Gives, Updates
+from flux_alias_lint.facts.tensor_ops import IDENTITY_OPERANDS, leaves_unchanged
+from flux_alias_lint.index.nodes import rescaled_in_place
 from flux_alias_lint.triage import calls as triage_calls
 
 HEAD = "import collections\nimport copy\nfrom collections import OrderedDict, defaultdict\n\n"
@@ -194,3 +198,61 @@ def test_container_method_rows_are_true_of_python(name: str) -> None:
         assert not receiver
     else:
         assert receiver == before
+
+
+# ---- identity operands (`facts.tensor_ops.IDENTITY_OPERANDS`) ----------------------------------
+
+_WRITES = [(f"loss.{m}({{}})", m) for m in IDENTITY_OPERANDS] + [
+    (f"loss {op} {{}}", m) for op, m in AUGMENTED_METHODS.items()
+]
+
+
+@pytest.mark.parametrize("method", sorted(IDENTITY_OPERANDS))
+def test_identity_operands_change_no_value_in_torch(method: str) -> None:
+    torch = pytest.importorskip("torch")
+    identity = IDENTITY_OPERANDS[method]
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int64):
+        if dtype is torch.int64 and method == "div_":
+            continue  # true division of an integer tensor in place is refused by torch
+        before = torch.tensor([0.5, -1.25, 3.0, 0.0]).to(dtype)
+        for operand in {identity, float(identity)} if dtype.is_floating_point else {identity}:
+            value = before.clone()
+            assert getattr(value, method)(operand) is value and torch.equal(value, before)
+            other = before.clone()
+            getattr(other, method)(operand + 2)  # the row is no accident: another operand changes the values
+            assert not torch.equal(other, before)
+
+
+@pytest.mark.parametrize("operator", sorted(AUGMENTED_METHODS))
+def test_augmented_operators_are_their_methods_in_torch(operator: str) -> None:
+    torch = pytest.importorskip("torch")
+    value = torch.tensor([0.5, -1.25, 3.0])
+    kept, expected = value, value.clone()
+    getattr(expected, AUGMENTED_METHODS[operator])(3.0)
+    scope = {"value": value}
+    exec(f"value {operator} 3.0", scope)
+    assert scope["value"] is kept and torch.equal(kept, expected)
+
+
+def test_only_a_number_literal_is_an_identity_operand() -> None:
+    assert leaves_unchanged("mul_", 1) and leaves_unchanged("add_", 0.0)
+    assert not leaves_unchanged("mul_", True) and not leaves_unchanged("mul_", None)
+    assert not leaves_unchanged("mul_", 0) and not leaves_unchanged("clamp_", 0)
+
+
+@pytest.mark.parametrize(("write", "method"), _WRITES, ids=[w.format("k") for w, _ in _WRITES])
+def test_every_reader_honours_the_identity_operand(write: str, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis and the triage (FAL005 in the function) and the index (a caller's rescale) take
+    a write of the identity operand for no write, and any other operand for one."""
+    for operand, written in ((IDENTITY_OPERANDS[method], False), (7, True)):
+        source = (
+            "import torch\nKEPT = []\n\ndef loss_func(output_tensor):\n    loss = torch.sum(output_tensor)\n"
+            f"    KEPT.append(loss.detach())\n    {write.format(operand)}\n    return loss * 1.0, {{}}\n"
+        )
+        for triaged in (True, False):
+            monkeypatch.setattr(triage, "ENABLED", triaged)
+            found = [f.code for f in check_source(source)]
+            assert found == (["FAL005"] if written else []), (write, operand, triaged)
+        statement = ast.parse(write.format(operand)).body[0]
+        rescaling = method in ("mul_", "div_")
+        assert rescaled_in_place([statement]) == ({"loss": 1} if written and rescaling else {})

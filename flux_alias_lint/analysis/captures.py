@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from ..facts.reports import KEEPING_KINDS
-from ..facts.tensor_ops import DETACH_ATTRIBUTES, AliasKind
+from ..facts.reports import AUGMENTED_METHODS, KEEPING_KINDS
+from ..facts.tensor_ops import DETACH_ATTRIBUTES, AliasKind, leaves_unchanged
 from ..rules import CAPTURE_CODE
 from .values import (
     Alias,
@@ -63,9 +63,10 @@ class CaptureTracking:
         function returns: a module global, a closure variable, a parameter or something read from one."""
         while isinstance(target, (cst.Attribute, cst.Subscript)):
             target = target.value
-        if not isinstance(target, cst.Name):
-            return False
-        name = target.value
+        return isinstance(target, cst.Name) and self._escapes_name(target.value, env)
+
+    def _escapes_name(self, name: str, env: Env) -> bool:
+        """Whether the object the name `name` holds is reachable after the function returns."""
         if name not in env:
             return True  # a module global (or a builtin, which nothing stores into)
         function = self._functions[-1]
@@ -83,8 +84,11 @@ class CaptureTracking:
     def _capture(self, place: str, val: Val, env: Env) -> None:
         """`val` is now kept at `place` (as shown in messages)."""
         if self._summarising is not None:
+            self._keep_in_summary(place, val)
             return
-        aliases = frozenset(a for _, leaf in _leaves(val) for a in leaf.aliases if a.entry is not None and _kept(a))
+        aliases = frozenset(
+            a for _, leaf in _leaves(val) for a in leaf.aliases if a.entry is not None and _kept(a, data=True)
+        )
         if not aliases:
             return
         for alias in aliases:
@@ -95,8 +99,12 @@ class CaptureTracking:
         """`node` writes in place the storage of `written`: every capture overlapping it changes."""
         if self._summarising is not None or not written.aliases or not self._may_be_tensor(written):
             return
+        if _leaves_unchanged(node, self.module):
+            return  # `loss *= 1`, `loss.add_(0)`: no value changes
         captured = env.get(CAPTURED)
         for alias in captured.aliases if captured is not None else ():
+            if not _kept(alias):
+                continue  # `.data` kept and written here: a buffer shared on purpose
             # Written through the captured value itself (`d = loss.detach(); log.append(d); d *= k`): on purpose.
             if any(_overlap(alias, w) and _relative_kind(alias, w) is not AliasKind.SAME for w in written.aliases):
                 self._capture_finding(alias, self._places[alias], node, proof_needed=False, tensor=True)
@@ -202,6 +210,7 @@ class CaptureTracking:
         )
 
     # Provided by `ModuleAnalysis`.
+    module: cst.Module
     findings: dict[tuple[int, str], RawFinding]
     _functions: list[cst.FunctionDef | cst.Lambda]
     _summarising: cst.FunctionDef | None
@@ -210,6 +219,7 @@ class CaptureTracking:
     array_module: bool
     _backprop_source: Callable[[cst.BaseExpression | None, Val], str]
     _rebound_names: Callable[[cst.FunctionDef], frozenset[str]]
+    _keep_in_summary: Callable[[str, Val], None]
 
 
 def _write_to(writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], backprop: Val) -> cst.CSTNode | None:
@@ -222,14 +232,38 @@ def _write_to(writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], backprop:
     return None
 
 
+def _leaves_unchanged(node: cst.CSTNode, module: cst.Module) -> bool:
+    """`x *= 1`, `x.add_(0)`: an in-place write given only its identity operand (`IDENTITY_OPERANDS`)."""
+    if isinstance(node, cst.AugAssign):
+        method = AUGMENTED_METHODS.get(module.code_for_node(node.operator).strip())
+        return method is not None and leaves_unchanged(method, _number(node.value))
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and len(node.args) == 1:
+        (arg,) = node.args
+        return arg.keyword is None and not arg.star and leaves_unchanged(node.func.attr.value, _number(arg.value))
+    return False
+
+
+def _number(node: cst.BaseExpression) -> int | float | None:
+    """The int or float a literal is (`1`, `1.0`), else None."""
+    if isinstance(node, cst.Integer):
+        return int(node.value.replace("_", ""), 0)
+    if isinstance(node, cst.Float):
+        return float(node.value.replace("_", ""))
+    return None
+
+
 def _allocated_at_entry(alias: Alias) -> bool:
     """A report entry made right where it is stored (`{"buf": torch.zeros(n)}`): writes to it are
     the report's own (`report["buf"].add_(x)`), not a change to a value it kept."""
     return not alias.ops and isinstance(alias.token, Site) and alias.token.node == id(alias.entry)
 
 
-def _kept(alias: Alias) -> bool:
+def _kept(alias: Alias, *, data: bool = False) -> bool:
     """An alias made to keep a value: through `.detach()` or a conversion (`.cpu()`, `.float()`), as
     code keeps a metric. The tensor itself, `.data` and views put in a container or on an object are
-    how code shares a buffer on purpose (`self.buf = torch.zeros(n)`, `self.param_data = buffer[:n]`)."""
-    return any(op.kind in KEEPING_KINDS and op.label.removeprefix(".") not in DETACH_ATTRIBUTES for op in alias.ops)
+    how code shares a buffer on purpose (`self.buf = torch.zeros(n)`, `self.param_data = buffer.data[:n]`);
+    `data`: `.data` counts too, as it does for the returned loss (`self.last = loss.data` is a metric
+    kept of the loss a caller rescales, whose `.data` no buffer is made of)."""
+    return any(
+        op.kind in KEEPING_KINDS and (data or op.label.removeprefix(".") not in DETACH_ATTRIBUTES) for op in alias.ops
+    )

@@ -50,6 +50,7 @@ class ModuleAnalysis(Statements, Expressions, Calls, Summaries, Returns, Capture
         # While summarising: the def whose returns are collected, and what they returned with their envs.
         self._summarising: cst.FunctionDef | None = None
         self._collected: list[tuple[Val, Env]] = []
+        self._kept_here: dict[str, Val] = {}  # what the helper being summarised keeps (`Summary.kept`)
         self._summary_stack: list[int] = []  # the library functions being summarised, outermost first
         self.line_of: Callable[[cst.CSTNode], int] | None = None  # see `analyze_module`
         self._owner: str | None = None  # the class of the library method being summarised

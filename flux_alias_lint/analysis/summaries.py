@@ -6,6 +6,7 @@ put in the caller's terms at each call.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 
 import libcst as cst
@@ -13,7 +14,8 @@ import libcst as cst
 from ..facts.policy import SUMMARY_DEPTH
 from ..facts.tensor_ops import AliasKind
 from ..library import Definition, Library
-from .statements import _MIN_WORK, _WORK_PER_STATEMENT, Work, _Loop, _statement_count
+from .captures import _kept
+from .statements import _MIN_WORK, _WORK_PER_STATEMENT, Work, _Loop, _parameters, _statement_count
 from .values import (
     IMMUTABLE,
     Alias,
@@ -25,10 +27,14 @@ from .values import (
     Site,
     Val,
     _into_record,
+    _leaves,
     dotted_name,
     join_all,
     join_envs,
 )
+
+# The name a place (`self.vals[...]`, `stats["loss"]`) is rooted at.
+_HEAD = re.compile(r"[A-Za-z_]\w*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +46,9 @@ class Summary:
     node: cst.FunctionDef
     returns: Val
     effects: dict[str, Val]
+    # What it keeps of its parameters where it outlives the call (`self.vals.append(v)`): the place,
+    # rooted at a parameter or a global, and the aliases of parameters kept there.
+    kept: tuple[tuple[str, Val], ...] = ()
 
 
 class Summaries:
@@ -60,6 +69,9 @@ class Summaries:
             elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
                 definition = self.library.method(func.attr.value, self._self_class())
                 receiver = (self._eval(func.value, env), "self")
+            elif isinstance(func, cst.Attribute) and _is_self_attribute(func.value):
+                self._keep_as_summarised(func, node, env)
+                return None
             else:
                 definition = None
             if definition is not None:
@@ -67,6 +79,26 @@ class Summaries:
         if summary is None:
             return None
         return self._apply_summary(summary, node, receiver, env)
+
+    def _keep_as_summarised(self, func: cst.Attribute, node: cst.Call, env: Env) -> None:
+        """`self.meter.update(v)`, the meter an instance of a class of the project: what the method
+        keeps of its arguments is captured here. Its value and its effects stay those of a method
+        call (`_call_method`): only the captures are taken from its summary."""
+        assert self.library is not None and isinstance(func.value, cst.Attribute)
+        definition = self.library.attribute_method(self._self_class(), func.value.attr.value, func.attr.value)
+        if definition is None:
+            return
+        # Summarised only when given a kept value (`.detach()`, a conversion, `.data`): a method
+        # detaching what it is given is not followed, as the triage does not follow it.
+        params = _parameters(definition.node.params)
+        receiver = (self._eval(func.value, env), dotted_name(func.value))
+        bound = self._bound(
+            Summary(tuple(p.name.value for p in params), definition.node, Val(), {}), node, receiver, env
+        )
+        if any(_kept(a, data=True) for val, _ in bound.values() for _, leaf in _leaves(val) for a in leaf.aliases):
+            summary = self._library_summary(definition)
+            if summary is not None and summary.kept:
+                self._apply_kept(summary, bound, node, env)
 
     def _self_class(self) -> str | None:
         """The class `self` is an instance of where the code runs: the summarised method's, or the one
@@ -94,8 +126,8 @@ class Summaries:
         if key in self._summaries:
             return self._summaries[key]
         self._summaries[key] = None  # recursion-safe: a call back into it is an unknown call
-        saved = (self._summarising, self._collected, self._loops, self._paths, self._work_limit)
-        self._summarising, self._collected, self._loops, self._paths = node, [], [], 1
+        saved = (self._summarising, self._collected, self._loops, self._paths, self._work_limit, self._kept_here)
+        self._summarising, self._collected, self._loops, self._paths, self._kept_here = node, [], [], 1, {}
         self._work_limit = self.work.statements + _WORK_PER_STATEMENT * _statement_count(node) + _MIN_WORK
         env: Env = dict(closure)
         params = self._bind_parameters(node, env)
@@ -106,8 +138,8 @@ class Summaries:
             end = self._exec_block(node.body.body, env)
         finally:
             self._functions.pop()
-            collected = self._collected
-            self._summarising, self._collected, self._loops, self._paths, self._work_limit = saved
+            collected, kept = self._collected, self._kept_here
+            self._summarising, self._collected, self._loops, self._paths, self._work_limit, self._kept_here = saved
         if end is not None:
             collected.append((IMMUTABLE, end))  # falling off the end returns None
         if not collected:
@@ -120,7 +152,7 @@ class Summaries:
             if (name in initial and val is not initial[name] and val.items)
             or ("." in name and name.partition(".")[0] in initial)
         }
-        summary = Summary(tuple(params), node, returns, effects)
+        summary = Summary(tuple(params), node, returns, effects, tuple(kept.items()))
         self._summaries[key] = summary
         return summary
 
@@ -128,19 +160,10 @@ class Summaries:
         self, summary: Summary, node: cst.Call, receiver: tuple[Val, str | None] | None, env: Env
     ) -> Val:
         """The call's value, its arguments put in for the summary's parameters; the effects on
-        arguments (`report[k] = ...`, `self.last = ...`) applied to the caller's names."""
-        params = list(summary.params)
-        bound: dict[str, tuple[Val, str | None]] = {}
-        if receiver is not None and params:
-            bound[params.pop(0)] = receiver
-        position = 0
-        for arg in node.args:
-            val = self._eval(arg.value, env)
-            if arg.keyword is not None:
-                bound[arg.keyword.value] = (val, dotted_name(arg.value))
-            elif arg.star == "" and position < len(params):
-                bound[params[position]] = (val, dotted_name(arg.value))
-                position += 1
+        arguments (`report[k] = ...`, `self.last = ...`) applied to the caller's names, and what it
+        keeps captured."""
+        bound = self._bound(summary, node, receiver, env)
+        self._apply_kept(summary, bound, node, env)
         result = self._substitute(summary.returns, bound, node, summary.node, env)
         for name, effect in summary.effects.items():
             head, _, rest = name.partition(".")
@@ -164,6 +187,57 @@ class Summaries:
                     merged = merged.with_item(key, item, strong=False)
                 env[owner] = merged
         return result
+
+    def _bound(
+        self, summary: Summary, node: cst.Call, receiver: tuple[Val, str | None] | None, env: Env
+    ) -> dict[str, tuple[Val, str | None]]:
+        """Each parameter of the summary the call gives: the argument's value and its dotted name."""
+        params = list(summary.params)
+        bound: dict[str, tuple[Val, str | None]] = {}
+        if receiver is not None and params:
+            bound[params.pop(0)] = receiver
+        position = 0
+        for arg in node.args:
+            val = self._eval(arg.value, env)
+            if arg.keyword is not None:
+                bound[arg.keyword.value] = (val, dotted_name(arg.value))
+            elif arg.star == "" and position < len(params):
+                bound[params[position]] = (val, dotted_name(arg.value))
+                position += 1
+        return bound
+
+    def _apply_kept(self, summary: Summary, bound: dict[str, tuple[Val, str | None]], node: cst.Call, env: Env) -> None:
+        """What the helper keeps of its arguments is captured at the call, where the caller's object
+        holding it outlives the caller (`self.meter` of `self.meter.update(v)`, whose `update` does
+        `self.vals.append(v)`: kept at `self.meter.vals[...]`), or in a global."""
+        for there, val in summary.kept:
+            head = _HEAD.match(there)
+            if head is None:
+                continue
+            name, place = head[0], there
+            if name in summary.params:
+                owner = bound.get(name, (None, None))[1]
+                if owner is None or not self._escapes_name(owner.partition(".")[0], env):
+                    continue  # an object made by the caller (or not named), which dies with it
+                place = owner + there[head.end() :]
+            elif not self._escapes_name(name, env):
+                continue
+            self._capture(place, self._substitute(val, bound, node, summary.node, env), env)
+
+    def _keep_in_summary(self, place: str, val: Val) -> None:
+        """While a helper is summarised: `val` is kept at `place`; what it holds of the helper's
+        parameters is what a caller's argument keeps there (`Summary.kept`)."""
+        assert self._summarising is not None
+        function = id(self._summarising)
+        aliases = frozenset(
+            a
+            for _, leaf in _leaves(val)
+            for a in leaf.aliases
+            if isinstance(a.token, Param) and a.token.function == function
+        )
+        if aliases:
+            before = self._kept_here.get(place)
+            self._kept_here[place] = Val(aliases) if before is None else Val(before.aliases | aliases)
 
     def _substitute(
         self, val: Val, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
@@ -239,6 +313,9 @@ class Summaries:
 
     # Provided by the other parts of `ModuleAnalysis`.
     _collected: list[tuple[Val, Env]]
+    _kept_here: dict[str, Val]  # what the helper being summarised keeps, by place (`Summary.kept`)
+    _capture: Callable[[str, Val, Env], None]
+    _escapes_name: Callable[[str, Env], bool]
     _functions: list[cst.FunctionDef | cst.Lambda]
     library: Library | None
     line_of: Callable[[cst.CSTNode], int] | None
@@ -254,3 +331,8 @@ class Summaries:
     _bind_parameters: Callable[[cst.FunctionDef | cst.Lambda, Env], list[str]]
     _eval: Callable[[cst.BaseExpression, Env], Val]
     _exec_block: Callable[[Sequence[cst.CSTNode], Env | None], Env | None]
+
+
+def _is_self_attribute(node: cst.BaseExpression) -> bool:
+    """`self.<name>`."""
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"

@@ -10,6 +10,9 @@ REPORT_LENGTHS = (2, 3)
 # The in-place operators a caller (or the function itself) rescales a loss with: `loss *= k`,
 # `loss /= n`. Any augmented assignment to a tensor writes into its storage.
 AUGMENTED_OPERATORS = ("+=", "-=", "*=", "/=", "//=", "%=", "**=", "@=", "&=", "|=", "^=", "<<=", ">>=")
+# The in-place method an augmented operator is on a tensor, for those whose identity operand
+# `tensor_ops.IDENTITY_OPERANDS` gives (`loss *= 1` is `loss.mul_(1)`: no write at all).
+AUGMENTED_METHODS = {"+=": "add_", "-=": "sub_", "*=": "mul_", "/=": "div_"}
 
 # The operations code applies to keep a value for later (a metric, a log line): a detach or a conversion
 # (`.detach()`, `.cpu()`, `.float()`, `torch.as_tensor`). `.data` and views share storage on purpose

@@ -271,6 +271,18 @@ METADATA_INPLACE_METHODS: frozenset[str] = frozenset(
 )
 
 
+# The operand with which each in-place arithmetic method leaves every value as it was: `x.mul_(1)`,
+# `x.div_(1)`, `x.add_(0)`, `x.sub_(0)` (given that one operand alone: `div_(1, rounding_mode="floor")`
+# floors). Such a write changes nothing an alias reads, so it is no finding and no caller's rescale.
+# The augmented operators are these methods on a tensor (`facts.reports.AUGMENTED_METHODS`).
+IDENTITY_OPERANDS: dict[str, int] = {"add_": 0, "sub_": 0, "mul_": 1, "div_": 1}
+
+
+def leaves_unchanged(method: str, operand: object) -> bool:
+    """Whether ``x.method(operand)``, its one operand a literal number (``None``: not one), changes no value."""
+    return type(operand) in (int, float) and operand == IDENTITY_OPERANDS.get(method)
+
+
 def writes_in_place(name: str) -> bool:
     """Whether ``x.name(...)`` changes the values in ``x``'s storage (``mul_``, ``copy_``, ``zero_``, ...)."""
     return is_inplace_method(name) and name not in METADATA_INPLACE_METHODS

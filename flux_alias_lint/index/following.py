@@ -35,8 +35,8 @@ class FollowedEvidence(Resolver):
         while at < len(evidence):  # grows as replacements are reached
             key, reach = evidence[at]
             at += 1
-            if key in seen and not stronger(reach, seen[key]):
-                continue
+            if reach.whole_return or (key in seen and not stronger(reach, seen[key])):
+                continue  # a whole return is not followed on (`_reached_functions`)
             seen[key] = reach
             for module, scope, site, replacement, what in self._replacements(key):
                 step = self._step(module, site, what)

@@ -41,8 +41,8 @@ _RESCALES = tuple(op.encode() for op in RESCALING_OPERATORS) + tuple(f".{m}(".en
 
 
 def gates(data: bytes) -> tuple[set[int], set[int]]:
-    """The lines that may hold Megatron evidence, and those that may rescale an unpacked result in
-    place. Plain substring tests first: most files have none of the words."""
+    """The lines that may hold Megatron evidence, and those that may rescale in place a call's result
+    (unpacked, or bound whole to a name). Plain substring tests first: most files have none of the words."""
     megatron: set[int] = set()
     for word, pattern in _MEGATRON_GATES:
         if word in data:
@@ -59,7 +59,7 @@ def gates(data: bytes) -> tuple[set[int], set[int]]:
         megatron.update(_line_of(data, match.start()) for match in _HANDED.finditer(data))
     rescaling: set[int] = set()
     for name, at in _rescaled_names(data):
-        if re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*,[^=\n]*=[ \t]*[\w.]+\(", data, re.M):
+        if re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*(?:,[^=\n]*)?=[ \t]*[\w.]+\(", data, re.M):
             rescaling.add(_line_of(data, at))
     return megatron, rescaling
 

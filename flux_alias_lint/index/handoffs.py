@@ -184,8 +184,9 @@ PATCH = Patch(
 )
 IN_PLACE_CALLER = HandOff(
     "in-place-caller",
-    "A caller unpacks `loss, report = f(...)` (or three names) and then rescales `loss` in place (`loss *= k`, "
-    "`loss /= n`, `loss.div_(n)`, `loss.mul_(k)`): context `in-place-caller`.",
+    "A caller unpacks `loss, report = f(...)` (or three names), or binds `loss = f(...)` (the loss returned whole: "
+    "FAL005's captures of it), and then rescales `loss` in place (`loss *= k`, `loss /= n`, `loss.div_(n)`, "
+    "`loss.mul_(k)`; not by 1, which changes nothing): context `in-place-caller`.",
     "FAL002/in_place_caller_tuple_report",
 )
 

@@ -1,5 +1,6 @@
-"""Evidence of an in-place caller: a function unpacking a call's `(loss, report)` and rescaling the loss
-in place (`handoffs.IN_PLACE_CALLER`, context "in-place-caller")."""
+"""Evidence of an in-place caller: a function unpacking a call's `(loss, report)`, or binding its
+result to a name (`loss = compute_loss(batch)`, the loss returned whole), and rescaling that loss in
+place (`handoffs.IN_PLACE_CALLER`, context "in-place-caller")."""
 
 from __future__ import annotations
 
@@ -17,24 +18,48 @@ class InPlaceEvidence(Resolver):
     def _in_place_evidence(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
         nodes = list(body_walk(function))
         rescaled = rescaled_in_place(nodes)
-        unpacked = [
-            (stmt, stmt.targets[0].elts[0].id)
-            for stmt in nodes
-            if isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Tuple)
-            and len(stmt.targets[0].elts) in (2, 3)
-            and isinstance(stmt.targets[0].elts[0], ast.Name)
-            and isinstance(stmt.value, ast.Call)
-        ]
-        for assign, name in unpacked:
-            line = rescaled.get(name)
-            if line is None or line < assign.lineno:
-                continue
+        for assign, name, whole in _received(nodes, rescaled):
             callee = assign.value.func
+            what = "its result is bound whole by" if whole else "its (loss, report) is unpacked by"
             steps = (
-                self._step(module, assign, f"its (loss, report) is unpacked by {function.name}"),
-                Step(shown(module.path), line, f"which rescales {name} in place"),
+                self._step(module, assign, f"{what} {function.name}"),
+                Step(shown(module.path), rescaled[name], f"which rescales {name} in place"),
             )
             for value in self._values(module, scope + [function], callee):
-                self._reach(value.module.path, value.function, Reach(IN_PLACE_CALLER, (*value.steps, *steps)))
+                reach = Reach(IN_PLACE_CALLER, (*value.steps, *steps), whole_return=whole)
+                self._reach(value.module.path, value.function, reach)
+
+
+def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.Assign, str, bool]]:
+    """The assignments of a call's result whose loss is then rescaled in place, each with the loss'
+    name and whether the result is the loss itself (`loss = f(...)`) rather than a tuple unpacked
+    (`loss, report = f(...)`). A name bound to a call is that call's loss at the rescale only if no
+    other binding of it comes between (`loss = f(x)`, `loss = loss / k`, `loss *= s`: a new tensor;
+    `loss += aux` is no binding)."""
+    found = []
+    stores: dict[str, list[int]] | None = None
+    for stmt in nodes:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Tuple) and len(target.elts) in (2, 3) and isinstance(target.elts[0], ast.Name):
+            name = target.elts[0].id
+            line = rescaled.get(name)
+            if line is not None and line >= stmt.lineno:
+                found.append((stmt, name, False))
+        elif isinstance(target, ast.Name) and rescaled.get(target.id, 0) > stmt.lineno:
+            if stores is None:  # `loss += aux` is no rebinding: in place on a tensor
+                stores = {}
+                augmented = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
+                for node in nodes:
+                    if (
+                        isinstance(node, ast.Name)
+                        and isinstance(node.ctx, ast.Store)
+                        and node.id in rescaled
+                        and id(node) not in augmented
+                    ):
+                        stores.setdefault(node.id, []).append(node.lineno)
+            line = rescaled[target.id]
+            if not any(stmt.lineno < other < line for other in stores[target.id]):
+                found.append((stmt, target.id, True))
+    return found

@@ -5,10 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-from ..facts.reports import RESCALING_METHODS, RESCALING_OPERATORS
+from ..facts.reports import AUGMENTED_METHODS, RESCALING_METHODS, RESCALING_OPERATORS
+from ..facts.tensor_ops import leaves_unchanged
 
-# The `ast` operators of `RESCALING_OPERATORS` (a new operator there without one here fails at import).
-_RESCALING_OPERATORS = tuple({"*=": ast.Mult, "/=": ast.Div}[operator] for operator in RESCALING_OPERATORS)
+# The `ast` operator of each augmented operator of `AUGMENTED_METHODS`, and those of
+# `RESCALING_OPERATORS` (a new operator there without one here fails at import).
+_AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/="}
+_RESCALING_OPERATORS = tuple({text: op for op, text in _AUGMENTED.items()}[text] for text in RESCALING_OPERATORS)
 
 
 def last_name(node: ast.expr) -> str | None:
@@ -60,18 +63,34 @@ def bound_names(nodes: Iterable[ast.AST]) -> set[str]:
 
 def rescaled_in_place(nodes: Iterable[ast.AST]) -> dict[str, int]:
     """The names rescaled in place among `nodes` (`x /= n`, `x *= k`, `x.div_(n)`, `x.mul_(k)` as a
-    statement), each with the first line doing it."""
+    statement), each with the first line doing it; not by an operand changing nothing (`x *= 1`)."""
     rescaled: dict[str, int] = {}
     for stmt in nodes:
-        target = None
+        target = write = None
         if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, _RESCALING_OPERATORS):
-            target = stmt.target
+            target, write = stmt.target, stmt
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             func = stmt.value.func
-            target = func.value if isinstance(func, ast.Attribute) and func.attr in RESCALING_METHODS else None
-        if isinstance(target, ast.Name):
+            if isinstance(func, ast.Attribute) and func.attr in RESCALING_METHODS:
+                target, write = func.value, stmt.value
+        if isinstance(target, ast.Name) and not leaves_unchanged_write(write):
             rescaled.setdefault(target.id, stmt.lineno)
     return rescaled
+
+
+def leaves_unchanged_write(node: ast.AST) -> bool:
+    """`x *= 1`, `x.add_(0)`: an in-place write given only its identity operand (`IDENTITY_OPERANDS`)."""
+    if isinstance(node, ast.AugAssign):
+        operator = _AUGMENTED.get(type(node.op))
+        return operator is not None and leaves_unchanged(AUGMENTED_METHODS[operator], _number(node.value))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1:
+        return not node.keywords and leaves_unchanged(node.func.attr, _number(node.args[0]))
+    return False
+
+
+def _number(node: ast.expr) -> object:
+    """The int or float a literal is (`1`, `1.0`), else None."""
+    return node.value if isinstance(node, ast.Constant) and type(node.value) in (int, float) else None
 
 
 def body_walk(function: ast.AST) -> Iterator[ast.AST]:

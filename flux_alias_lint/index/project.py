@@ -6,7 +6,7 @@ files handed over. A cheap byte-level gate (`gates.py`) picks the files that can
 those are parsed (`modules.py`), and the modules their names resolve into (`resolve.py`) on demand.
 The evidence, each a `Step`, is one entry each of the table in `handoffs.py`: the schedule's
 (`schedule.py`), what follows from a file's own evidence (`following.py`: patches, delegations, a
-loss returned whole), and callers rescaling an unpacked loss in place (`in_place.py`).
+loss returned whole), and callers rescaling in place a loss they unpack or get whole (`in_place.py`).
 """
 
 from __future__ import annotations

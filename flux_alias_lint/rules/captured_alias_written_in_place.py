@@ -54,17 +54,22 @@ view, a conversion that may return `self`, or the tensor itself. The writers:
   `loss.mul_(k)`, `copy_`, `zero_`, `clamp_`, ...; the message gives its line);
 - Megatron's schedule, when the tensor is the loss returned by a function Megatron calls (it runs
   `loss *= cp_size; loss /= num_microbatches`);
-- a caller in the project that unpacks the returned loss and rescales it in place.
 - a third-party host given the bare returned loss, in the releases that rescale it in place (the
   project's pin, else the installed release, decides; `docs/context.md` "Hosts"):
   `Trainer.training_step` (transformers 4.46.0–4.46.1) for a `Trainer` subclass's `compute_loss`,
   `Trainer.compute_loss` (×world size, 4.54 on) for a `compute_loss_func=`, `Accelerator.backward`
   (accelerate 0.11–0.12) for `loss = f(...)` then `accelerator.backward(loss)`, Composer 0.2–0.8.2
   for a `ComposerModel`'s `loss`. The message names the host, the release and where it is pinned.
+- a caller in the project that unpacks the returned loss, or gets it whole, and rescales it in
+  place: the project's own accumulation loop (`loss = model.compute_loss(batch)`, then
+  `loss /= accum`), where `compute_loss` kept `self.last_loss = loss.detach()`, or handed it to a
+  helper or to a method of an object of the project that keeps it (`self.meter.update(v)`).
 
 Copies (`.clone()`, `.item()`, `float()`, arithmetic, `torch.cat`) and rebinding (`loss = loss * w`)
-are not flagged, nor is a capture made after the write, nor an entry updated through the container
-holding it (`metrics[k] += v`), nor a report entry written in the function by anything but the
+are not flagged, nor is a write that changes no value (`mul_(1)`, `div_(1)`, `*= 1`, `add_(0)`,
+`-= 0`), nor a `.data` written in the function itself (a buffer shared on purpose; `.data` of the
+returned loss a caller rescales is flagged as `.detach()` is), nor a capture made after the write,
+nor an entry updated through the container holding it (`metrics[k] += v`), nor a report entry written in the function by anything but the
 returned loss or an alias of it (a transform cropping its returned `target["boxes"]` in place is
 updating its report). A write in the function itself is an error whoever calls it (context
 `in-function`); the others follow their context, as for FAL001. The tensor itself kept in a list or on an

@@ -7,15 +7,19 @@ from __future__ import annotations
 import ast
 import dataclasses
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..facts.reports import KEEPING_KINDS, KEEPING_NAMES
 from ..facts.storage import CONTAINER_CONSTRUCTORS, CONTAINER_MUTATORS
 from ..facts.tensor_ops import torch_function_alias_kind, writes_in_place
+from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS, Def
 from .calls import _copies, _helper_call
 from .syntax import _CHILD_FIELDS, _LEAF_FIELDS, _LEAVES, _dotted, _owner, _parameters
 from .values import D, S, Token, _named, _overlap, _union
+
+if TYPE_CHECKING:
+    from .summaries import _Helpers
 
 
 @dataclasses.dataclass
@@ -129,10 +133,15 @@ def _keeping_functions(imports: frozenset[tuple[str, str]]) -> frozenset[str]:
 
 
 def _captures_and_writes(
-    tree: ast.AST, imports: frozenset[tuple[str, str]], keeping_functions: frozenset[str], reports: bool
+    tree: ast.AST,
+    imports: frozenset[tuple[str, str]],
+    keeping_functions: frozenset[str],
+    reports: bool,
+    helpers: _Helpers,
 ) -> _Captures:
     """What `tree` may capture and write in place; its returned reports' entries only if `reports`
-    (a return may be a report tuple)."""
+    (a return may be a report tuple). `helpers`: which calls the analysis may summarise (a helper
+    may keep what it is given)."""
     found = _Captures()
     keeping_calls: set[int] = set()
     bindings: list[tuple[list[ast.expr | None], ast.expr]] = []
@@ -142,6 +151,9 @@ def _captures_and_writes(
     # Decided once the unit is walked, and only if it may capture at all: (value, owner, def) of a
     # value given to or stored into `owner`; (target, def) of `name op= v`.
     stores: list[tuple[ast.expr, ast.expr, int]] = []
+    # What is given to a helper of the project (which may keep it), and the call and def it is in.
+    handed: list[ast.expr] = []
+    handed_to: dict[int, tuple[ast.Call, int]] = {}
     augmented: list[tuple[ast.Name, int]] = []
 
     def put(into: list[ast.expr], value: ast.expr, node: ast.AST, context: _Context) -> None:
@@ -163,7 +175,8 @@ def _captures_and_writes(
                 if element is not None:
                     put(found.entries, element.value if type(element) is ast.Starred else element, node, context)
         elif kind is ast.AugAssign:
-            put(found.written, node.target, node, context)
+            if not leaves_unchanged_write(node):  # `x *= 1` writes no value
+                put(found.written, node.target, node, context)
             if type(node.target) is ast.Name:
                 augmented.append((node.target, context[1]))
         elif kind is ast.Call:
@@ -183,7 +196,8 @@ def _captures_and_writes(
                 found.keeping[id(node)] = node.args[0]
                 keeping_calls.add(id(node))
             if attribute is not None and writes_in_place(attribute):
-                if root not in modules:  # `scf.for_(...)`: a function of an imported module, not a tensor's method
+                # `scf.for_(...)`: a function of an imported module, not a tensor's method; `x.mul_(1)`: no write.
+                if root not in modules and not leaves_unchanged_write(node):
                     put(found.written, func.value, node, context)
             elif attribute in CONTAINER_MUTATORS:
                 for value in given:
@@ -191,9 +205,14 @@ def _captures_and_writes(
                         put(found.entries, value, node, context)
                     put(found.kept, value, node, context)
                     stores.append((value, func.value, context[1]))
-            elif reports and (_helper_call(node) is not None or (_dotted(func) or "") in CONTAINER_CONSTRUCTORS):
-                for value in given:  # a helper may put its arguments into what it returns
-                    put(found.entries, value, node, context)
+            else:
+                if reports and (_helper_call(node) is not None or (_dotted(func) or "") in CONTAINER_CONSTRUCTORS):
+                    for value in given:  # a helper may put its arguments into what it returns
+                        put(found.entries, value, node, context)
+                if given and (_helper_call(node) is not None or _held_object_call(func)):
+                    for value in given:  # and keep them (`analysis.summaries.Summary.kept`): asked last
+                        put(handed, value, node, context)
+                        handed_to[id(value)] = (node, context[1])
         elif kind is ast.Return and node.value is not None and reports:
             put(found.reports, node.value, node, context)
         elif kind is ast.Lambda or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
@@ -217,7 +236,7 @@ def _captures_and_writes(
                 if len(stored) == 1 and key is not None and not (type(key) is ast.Constant and type(key.value) is str):
                     # `x[i] = v` keeps `v` only in a container (`analysis.statements._store_item`): a tensor's is a write.
                     found.stored_in[id(value)] = target.value
-    if not found.written or not (found.kept or found.reports):
+    if not found.written or not (found.kept or handed or found.reports):
         return found
     # Only a value a detach or conversion of the unit made can be a kept alias (`captures._kept`): one
     # holding such a call, or a name bound (through any chain of names) to one.
@@ -244,7 +263,7 @@ def _captures_and_writes(
         calls, names, heads = parts_of(value)
         return calls or not kept_names.isdisjoint(heads) or not kept_heads.isdisjoint(names)
 
-    grew = bool(found.kept)
+    grew = bool(found.kept or handed)
     while grew:
         grew = False
         for targets, value in bindings:
@@ -254,6 +273,11 @@ def _captures_and_writes(
                 kept_heads |= _with_heads(names)
                 grew = True
     found.kept = [value for value in found.kept if holds_kept(value)]
+    for value in handed:  # given to a helper that may keep it: the costlier question, asked of these only
+        call, scope = handed_to[id(value)]
+        if holds_kept(value) and may_keep_arguments(call, helpers):
+            found.kept.append(value)
+            stores.append((value, call.func, scope))
     if not (found.kept or found.reports):
         return found
     local_names: dict[int, _Locals] = {}
@@ -272,6 +296,22 @@ def _captures_and_writes(
     containers = {id(target) for target, scope in augmented if target.id in names_of(scope).containers}
     found.written = [target for target in found.written if id(target) not in containers]
     return found
+
+
+def may_keep_arguments(call: ast.Call, helpers: _Helpers, depth: int = 0) -> bool:
+    """Whether the analysis may summarise `call` (from a flow at `depth`) and capture what its
+    helper keeps of the arguments: a helper it may summarise that may keep something
+    (`helper(buf, v)`, `self.record(v)`), or a method of an object `self` holds
+    (`self.meter.update(v)`: its class, found by the analysis, may be in any module)."""
+    helper = _helper_call(call)
+    if helper is not None:
+        return helpers.may_summarise(*helper, depth) and helpers.may_keep(*helper, depth)
+    return _held_object_call(call.func)
+
+
+def _held_object_call(func: ast.expr) -> bool:
+    """`self.meter.update`: a method of an object `self` holds."""
+    return type(func) is ast.Attribute and type(func.value) is ast.Attribute and _dotted(func.value.value) == "self"
 
 
 def _assigned_into(node: ast.AST) -> list[ast.Attribute | ast.Subscript]:

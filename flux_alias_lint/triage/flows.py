@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..facts.reports import REPORT_LENGTHS
 from ..facts.storage import CONTAINER_METHODS, MAPPING_NAMES
 from ..facts.tensor_ops import attribute_alias_kind, writes_in_place
+from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS
 from .calls import FLAG_UPDATES, _Calls, _helper_call, _is_mutation, _may_have_effects, _updates_a_mapping
 from .captures import _CaptureQuestions
@@ -66,8 +67,9 @@ def _walk(tree: ast.AST) -> Walk:
     while stack:  # ast.walk, without its generator-per-node overhead, and not into leaves
         node = stack.pop()
         kind = type(node)
-        if kind is ast.Call and type(node.func) is ast.Attribute and writes_in_place(node.func.attr):
-            written.append(node.func.value)
+        attribute = node.func.attr if kind is ast.Call and type(node.func) is ast.Attribute else None
+        if attribute is not None and writes_in_place(attribute) and not leaves_unchanged_write(node):
+            written.append(node.func.value)  # not `x.mul_(1)`: it writes no value
         if kind in _BINDING_NODES or (kind is ast.Call and _is_mutation(node)):
             bindings.append(node)
             if kind is ast.Call and _updates_a_mapping(node):

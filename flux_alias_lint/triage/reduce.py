@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from ..facts.reports import AUGMENTED_OPERATORS, KEEPING_NAMES
 from ..facts.storage import MAPPING_NAMES, MAPPING_UPDATE
+from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS, PARSE_ERRORS, Def, Symbols
 from .calls import _is_mapping, _is_mutation
 from .captures import _assigned_into, _captures_and_writes, _keeping_functions
@@ -31,6 +32,8 @@ _AUGMENTED = tuple(op for op in AUGMENTED_OPERATORS if not any(o != op and o in 
 _NAME_END_CALLED = re.compile(r"_\s*\(")  # a literal first: searched fast (`[^\W_]_\s*\(` is 20x slower)
 # What a kept value is made with (`captures._kept`, a method of the table): only a returned report's
 # entries are kept without one.
+# A method of an object `self` holds (`self.meter.update(v)`), which may keep its arguments.
+_HELD_OBJECT_CALL = re.compile(r"\bself\s*\.\s*\w+\s*\.\s*\w+\s*\(")
 _KEEPING_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(KEEPING_NAMES)) + r")\s*\(")
 
 
@@ -224,13 +227,22 @@ def _unit_may_find(
         # order; the places of captures and writes are needed only then, or for a kept value.
         if reports:
             walk = flows.walk
-            written = [node.target for node in walk.bindings if type(node) is ast.AugAssign] + walk.written
+            written = [
+                node.target
+                for node in walk.bindings
+                if type(node) is ast.AugAssign and not leaves_unchanged_write(node)
+            ] + walk.written
             reports = flows.may(lambda flow: flow.report_may_be_written(written, walk.returns))
-        # A kept value is given to a container's method or stored into an entry or an attribute.
-        keeping = keeping and any(_is_mutation(node) or _assigned_into(node) for node in flows.walk.bindings)
+        # A kept value is given to a container's method or to a helper that may keep it, or stored
+        # into an entry or an attribute.
+        keeping = keeping and (
+            any(_is_mutation(node) or _assigned_into(node) for node in flows.walk.bindings)
+            or any(call.args or call.keywords for call in flows.walk.calls)
+            or _HELD_OBJECT_CALL.search(span) is not None
+        )
         if not reports and not keeping:
             return False
-        found = _captures_and_writes(unit, imports, keeping_functions, reports)
+        found = _captures_and_writes(unit, imports, keeping_functions, reports, helpers)
         if not found.written or not (found.kept or found.reports):
             return False
         return flows.may(lambda flow: flow.captured_may_be_written(found))

@@ -11,10 +11,13 @@ import os
 import re
 
 from ..facts.policy import SUMMARY_DEPTH
+from ..facts.tensor_ops import attribute_alias_kind
 from ..index.files import find_module
 from ..index.symbols import PARSE_ERRORS, Def, Symbols, summarisable
+from .calls import _is_mutation
+from .captures import _assigned_into, _bound_names, may_keep_arguments
 from .flows import Walk, _Flow, _walk
-from .syntax import _parameters, _quiet_parse
+from .syntax import _dotted, _parameters, _quiet_parse
 from .values import ALL, Token, _named, _union
 
 
@@ -125,6 +128,7 @@ class _Helpers:
         self._known: dict[tuple[str, bool, int], int] = {}
         self._passings: dict[tuple[str, bool, int], list[_Passing] | None] = {}
         self._summarised: dict[tuple[str, bool, int], bool] = {}
+        self._keeps: dict[tuple[str, bool, int], bool] = {}  # `may_keep`
         self._walks: dict[int, Walk] = {}
         self._twin: _Helpers | None = None
         self.guessed = False  # the rough twin took an imported helper to return anything
@@ -173,6 +177,53 @@ class _Helpers:
         if key not in self._summarised:
             self._summarised[key] = bool(self._candidates(*key)) or self._imported_path(*key) is not None
         return self._summarised[key]
+
+    def may_keep(self, name: str, method: bool, depth: int) -> bool:
+        """Whether a def the call may run keeps something of its parameters where it outlives the
+        call (what `analysis.summaries.Summary.kept` holds): it stores what may hold a parameter into
+        an attribute or an entry, gives it to a container's method, or to a helper that may keep it."""
+        key = (name, method, depth)
+        if key not in self._keeps:
+            self._keeps[key] = False  # recursion: a helper calling itself keeps nothing more by it
+            found = any(self._keeps_a_parameter(node, at) for node, at in self._candidates(*key))
+            path = self._imported_path(*key)
+            if not found and path is not None:
+                other = None if self._rough else _imported_helpers(path)
+                found = other is None or other.may_keep(self._defs.imported[name][2], False, depth)
+            self._keeps[key] = found
+        return self._keeps[key]
+
+    def _keeps_a_parameter(self, node: Def, depth: int) -> bool:
+        nodes = list(ast.walk(node))
+        holding = {argument.arg for argument in _parameters(node.args)}  # and the names bound from them
+        grew = True
+        while grew:
+            grew = False
+            for inner in nodes:
+                kind = type(inner)
+                if kind in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor):
+                    value = inner.iter if kind in (ast.For, ast.AsyncFor) else inner.value
+                    targets = inner.targets if kind is ast.Assign else [inner.target]
+                elif kind is ast.withitem:
+                    value, targets = inner.context_expr, [inner.optional_vars]
+                else:
+                    continue
+                if value is None or not _mentions(value, holding):
+                    continue
+                names = {name for target in targets if target is not None for name in _bound_names(target)}
+                if not names <= holding:
+                    holding |= names
+                    grew = True
+        for inner in nodes:
+            if type(inner) is ast.Call and (inner.args or inner.keywords):
+                given = [*inner.args, *(keyword.value for keyword in inner.keywords)]
+                if any(_mentions(value, holding) for value in given) and (
+                    _is_mutation(inner) or may_keep_arguments(inner, self, depth)
+                ):
+                    return True
+            elif _assigned_into(inner) and inner.value is not None and _mentions(inner.value, holding):
+                return True
+        return False
 
     def _flow(self, node: Def, depth: int) -> _Flow:
         """A flow over a def at `depth`, from its walk (one per def, shared with the rough twin).
@@ -295,6 +346,32 @@ class _Passing:
         names = [*flow._store, *flow._mutated]
         written = frozenset(p for p in params if any(name == p or name.startswith(p + ".") for name in names))
         return cls(params, reaching, written)
+
+
+def _mentions(value: ast.AST, names: set[str]) -> bool:
+    """Whether `value` may hold what one of `names` (dotted) holds, as the analysis reads it: `v`,
+    `v[0]`, `v.data`, `v.detach()`, `f(v)`; not `self.x`, another object than `self` (a free name to
+    the analysis) unless `self.x` is one of `names`."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Name:
+            if node.id in names:
+                return True
+        elif kind is ast.Attribute:
+            dotted = _dotted(node)
+            if dotted is not None and dotted in names:
+                return True
+            if dotted is None or attribute_alias_kind(node.attr) is not None:
+                stack.append(node.value)
+        elif kind is ast.Call and type(node.func) is ast.Attribute:
+            stack.append(node.func.value)  # the receiver of `v.detach()`
+            stack.extend(node.args)
+            stack.extend(keyword.value for keyword in node.keywords)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _holds(tokens: frozenset[Token], name: str) -> bool:
