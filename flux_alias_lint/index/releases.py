@@ -3,12 +3,17 @@
 A host (`facts/hosts.py`) rescales in place only in some releases. The releases a project may run
 are read from what it declares, in the nearest directory at or above a file that declares the
 host's distribution, up to the project's root: a pinned lockfile there (poetry.lock, uv.lock,
-pdm.lock, Pipfile.lock: the one version), else every range its declarations allow (pyproject
-`[project] dependencies` and `optional-dependencies`, `requirements*.txt` and the files they `-r`,
-setup.cfg `install_requires`, the literals of `setup.py`'s `install_requires=[...]` and
-`extras_require`, read with `ast`, never run); failing all, the release installed beside the linter.
-Each directory is read once per process. Nothing declared and nothing installed: every release.
-"""
+pdm.lock, Pipfile.lock: the one version), else every range its files allow: pyproject `[project]
+dependencies` and `optional-dependencies` and poetry's `[tool.poetry.dependencies]` (`^`, `~`) and
+groups, `requirements*.txt`/`requirement*.txt` and `requirements/*.txt` and the files they `-r`,
+setup.cfg `install_requires` and extras, setup.py read with `ast`, never run (the literals of
+`install_requires=`/`extras_require=`; for a distribution those do not name, every string literal
+that module-level statements assign, as in `_deps = [...]` tables read through a helper), conda's
+environment.yml (its entries and `pip:` list). In one file, the lines of one list narrow each other
+and an extra narrows the base requirement it is installed with; different files, extras alone and
+lines under different environment markers are alternatives. Failing all, the release installed
+beside the linter. Each directory is read once per process. Nothing declared and nothing
+installed: every release."""
 
 from __future__ import annotations
 
@@ -22,8 +27,6 @@ import os
 import re
 import tomllib
 from collections.abc import Iterator
-
-import yaml  # a dependency of libcst
 
 from ..facts.hosts import BY_NAME, MEGATRON, Host
 from .files import project_root
@@ -210,6 +213,8 @@ def _conda(entry: str) -> str:
 
 def _environment(path: str) -> Iterator[Line]:
     """A conda environment's `dependencies` and its `pip:` list: one environment, installed together."""
+    import yaml  # a dependency of libcst; imported here, as few projects have one (16 ms)
+
     try:
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
@@ -322,7 +327,7 @@ def _declared_in(directory: str) -> tuple[dict[str, Declared], tuple[str, ...]]:
             by_group = found.setdefault(parsed[0], {}).setdefault(where, {})
             by_group.setdefault(group, []).append((Declaration(where, text, versions), marker))
 
-    files = [n for n in names if re.fullmatch(r"requirements?([-_.].*)?\.txt", n)]
+    files = [n for n in names if re.fullmatch(r"requirements?.*\.txt", n)]
     for folder in ("requirements", "requirement"):
         if os.path.isdir(os.path.join(directory, folder)):
             sub = sorted(os.listdir(os.path.join(directory, folder)))
