@@ -214,6 +214,7 @@ def test_declarations_are_read(tmp_path: pathlib.Path, files: dict[str, str], te
 _DEPS_SETUP_PY = """import re
 from setuptools import setup
 _deps = ["torch>=2.0", "transformers>=4.41.2", "accelerate>=0.31.0"]
+KEYWORDS = ["transformers", "transformers for diffusion"]
 deps = {b: a for a, b in (re.findall(r"^(([^!=<>~]+)(?:[!=<>~].*)?$)", x)[0] for x in _deps)}
 def deps_list(*pkgs):
     return [deps[pkg] for pkg in pkgs]

@@ -165,7 +165,8 @@ def _setup_py(path: str) -> Iterator[Line]:
     list (a dict of lists), or a module-level name assigned one (`install_requires = [...]`, then
     `install_requires=install_requires`; also `extras_deps["x"] = [...]`). Then, in group `literal`,
     every string of a literal a module-level statement assigns (`_deps = ["transformers>=4.41", ...]`
-    read through a helper): used for a distribution the keywords do not name."""
+    read through a helper): used for a distribution the keywords do not name, where it reads as a
+    name and a version specifier (a bare name or prose in a module-level list is no pin)."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
@@ -316,11 +317,14 @@ def _declared_in(directory: str) -> tuple[dict[str, Declared], tuple[str, ...]]:
     def add(where: str, lines: Iterator[Line]) -> None:
         for group, line in lines:
             parsed = _requirement(line)
-            if parsed is None:
+            loose = group.startswith("literal")  # any string of setup.py: a requirement only if pinned
+            if parsed is None or (loose and not parsed[1]):
                 continue
             try:
                 versions = allowed(parsed[1])
             except ValueError:
+                if loose:
+                    continue  # prose ("transformers for diffusion"), not a requirement
                 versions = EVERY  # a range it cannot read allows, as far as it knows, any release
             text = line.split("#", 1)[0].split(";", 1)[0].strip()
             marker = line.split("#", 1)[0].partition(";")[2].strip()
