@@ -16,7 +16,7 @@ from flux_alias_lint.index.project import ProjectIndex
 from flux_alias_lint.index.reach import Reach, Step
 from flux_alias_lint.index.releases import declarations, host_release, released
 from flux_alias_lint.index.settings import setting
-from flux_alias_lint.index.versions import allowed, any_of, key, relation
+from flux_alias_lint.index.versions import allowed, any_of, key, poetry_specifiers, relation
 from flux_alias_lint.lint import check_text
 from flux_alias_lint.source import decode
 
@@ -134,6 +134,26 @@ def test_specifiers(specifier: str, inside: list[str], outside: list[str]) -> No
         assert relation(allowed(f"=={version}"), allowed(specifier)) == "excludes", version
 
 
+@pytest.mark.parametrize(
+    ("constraint", "specifiers"),
+    [
+        ("^1.2.3", ">=1.2.3,<2"),
+        ("^0.2.3", ">=0.2.3,<0.3"),
+        ("^0.0.3", ">=0.0.3,<0.0.4"),
+        ("~1.2.3", ">=1.2.3,<1.3"),
+        ("~1", ">=1,<2"),
+        (">=1.2 <2", ">=1.2,<2"),
+        ("1.2.3", "==1.2.3"),
+        ("4.46.*", "==4.46.*"),
+        ("*", ""),
+    ],
+)
+def test_poetry_constraints(constraint: str, specifiers: str) -> None:
+    assert poetry_specifiers(constraint) == specifiers
+    with pytest.raises(ValueError, match="alternative"):
+        poetry_specifiers(f"{constraint} || ^9")
+
+
 @pytest.mark.parametrize("bad", [">=", "=>1.0", "~=1", ">=1.0.*", "==banana"])
 def test_what_is_no_specifier_is_said(bad: str) -> None:
     with pytest.raises(ValueError):
@@ -188,7 +208,111 @@ def _project(tmp_path: pathlib.Path, files: dict[str, str]) -> str:
 )
 def test_declarations_are_read(tmp_path: pathlib.Path, files: dict[str, str], text: str) -> None:
     found, read = declarations(_project(tmp_path, files), "transformers")
-    assert [d.text for d in found] == [text] and read
+    assert found is not None and [d.text for d in found.lines] == [text] and read
+
+
+_DEPS_SETUP_PY = """import re
+from setuptools import setup
+_deps = ["torch>=2.0", "transformers>=4.41.2", "accelerate>=0.31.0"]
+KEYWORDS = ["transformers", "transformers for diffusion"]
+deps = {b: a for a, b in (re.findall(r"^(([^!=<>~]+)(?:[!=<>~].*)?$)", x)[0] for x in _deps)}
+def deps_list(*pkgs):
+    return [deps[pkg] for pkg in pkgs]
+extras = {"training": deps_list("accelerate")}
+install_requires = [deps["torch"], deps["transformers"]]
+setup(install_requires=list(install_requires), extras_require=extras)
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "texts"),
+    [
+        # setup.py pins held in a module-level table, read through a helper: its literals
+        ({"setup.py": _DEPS_SETUP_PY}, ["transformers>=4.41.2"]),
+        # ... only where no keyword names the distribution
+        (
+            {"setup.py": "_deps = ['transformers>=4.0']\nsetup(extras_require={'hf': ['transformers==4.46.0']})\n"},
+            ["transformers==4.46.0"],
+        ),
+        # conda: the `pip:` list, and a conda entry (`=4.46` is `4.46.*`)
+        (
+            {
+                "environment.yml": "name: x\ndependencies:\n  - python=3.10.14=h955ad1f_0\n  - pip:\n"
+                "      - accelerate==0.29.2\n      - transformers==4.44.2\n"
+            },
+            ["transformers==4.44.2"],
+        ),
+        (
+            {"environment.yaml": "dependencies:\n  - conda-forge::transformers=4.46=pyhd8ed1ab_0\n"},
+            ["transformers==4.46.*"],
+        ),
+        ({"requirement.txt": "transformers==4.33.0\n"}, ["transformers==4.33.0"]),
+        ({"requirement/train.txt": "transformers==4.33.0\n"}, ["transformers==4.33.0"]),
+        (
+            {"pyproject.toml": '[tool.poetry.dependencies]\npython = "^3.10"\ntransformers = "^4.46"\n'},
+            ["transformers >=4.46,<5"],
+        ),
+        (
+            {"pyproject.toml": '[tool.poetry.dependencies]\ntransformers = { version = "~4.46.0", optional = true }\n'},
+            ["transformers >=4.46.0,<4.47"],
+        ),
+    ],
+)
+def test_more_declarations_are_read(tmp_path: pathlib.Path, files: dict[str, str], texts: list[str]) -> None:
+    found, _ = declarations(_project(tmp_path, files), "transformers")
+    assert found is not None and [d.text for d in found.lines] == texts
+
+
+_TRL_PYPROJECT = """[project]
+name = "trl"
+version = "1"
+dependencies = ["accelerate>=1.4.0", "transformers>=4.56.2"]
+[project.optional-dependencies]
+liger = ["transformers!=5.1.0"]
+kernels = ["transformers[kernels]", "transformers[hub-kernels]"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "rescales", "said"),
+    [
+        # an extra is installed on top of the base requirement: it narrows it, never widens it
+        ({"pyproject.toml": _TRL_PYPROJECT}, False, "pinned outside them in pyproject.toml (transformers>=4.56.2)"),
+        # the lines of one file narrow each other
+        (
+            {"requirements.txt": "transformers>=4.40\ntransformers<4.46\n"},
+            False,
+            "pinned outside them in requirements.txt (transformers>=4.40) and 1 more",
+        ),
+        # ... except under different environment markers: alternatives
+        (
+            {
+                "requirements.txt": "transformers==4.46.0; python_version < '3.9'\n"
+                "transformers>=4.57; python_version >= '3.9'\n"
+            },
+            True,
+            "which requirements.txt (transformers==4.46.0) and 1 more allows",
+        ),
+        # two files are two ways to install the project: alternatives
+        (
+            {"requirements-old.txt": "transformers==4.46.0\n", "requirements.txt": "transformers==4.57.1\n"},
+            True,
+            "which requirements-old.txt (transformers==4.46.0) and 1 more allows",
+        ),
+        # extras alone are alternatives too
+        (
+            {
+                "pyproject.toml": '[project]\nname = "x"\nversion = "1"\n[project.optional-dependencies]\n'
+                'old = ["transformers==4.46.0"]\nnew = ["transformers==4.57.1"]\n'
+            },
+            True,
+            "which pyproject.toml (transformers==4.46.0) and 1 more allows",
+        ),
+    ],
+)
+def test_how_declarations_combine(tmp_path: pathlib.Path, files: dict[str, str], rescales: bool, said: str) -> None:
+    release = host_release(_project(tmp_path, files), TRAINING_STEP)
+    assert release.rescales is rescales and release.said.endswith(said), release.said
 
 
 @pytest.mark.parametrize(

@@ -3,12 +3,17 @@
 A host (`facts/hosts.py`) rescales in place only in some releases. The releases a project may run
 are read from what it declares, in the nearest directory at or above a file that declares the
 host's distribution, up to the project's root: a pinned lockfile there (poetry.lock, uv.lock,
-pdm.lock, Pipfile.lock: the one version), else every range its declarations allow (pyproject
-`[project] dependencies` and `optional-dependencies`, `requirements*.txt` and the files they `-r`,
-setup.cfg `install_requires`, the literals of `setup.py`'s `install_requires=[...]` and
-`extras_require`, read with `ast`, never run); failing all, the release installed beside the linter.
-Each directory is read once per process. Nothing declared and nothing installed: every release.
-"""
+pdm.lock, Pipfile.lock: the one version), else every range its files allow: pyproject `[project]
+dependencies` and `optional-dependencies` and poetry's `[tool.poetry.dependencies]` (`^`, `~`) and
+groups, `requirements*.txt`/`requirement*.txt` and `requirements/*.txt` and the files they `-r`,
+setup.cfg `install_requires` and extras, setup.py read with `ast`, never run (the literals of
+`install_requires=`/`extras_require=`; for a distribution those do not name, every string literal
+that module-level statements assign, as in `_deps = [...]` tables read through a helper), conda's
+environment.yml (its entries and `pip:` list). In one file, the lines of one list narrow each other
+and an extra narrows the base requirement it is installed with; different files, extras alone and
+lines under different environment markers are alternatives. Failing all, the release installed
+beside the linter. Each directory is read once per process. Nothing declared and nothing
+installed: every release."""
 
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from ..facts.hosts import BY_NAME, MEGATRON, Host
 from .files import project_root
 from .reach import Reach
 from .settings import setting
-from .versions import EVERY, Versions, allowed, any_of, relation
+from .versions import EVERY, Versions, allowed, any_of, intersect, poetry_specifiers, relation
 
 _LOCKS = ("poetry.lock", "uv.lock", "pdm.lock", "Pipfile.lock")
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)")
@@ -40,6 +45,14 @@ class Declaration:
 
     where: str
     text: str  # `transformers==4.46.0`, as written (or `transformers 4.46.0` for a lock or an install)
+    versions: Versions
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """What a project declares of a distribution: the lines bounding it, and the versions they allow."""
+
+    lines: tuple[Declaration, ...]
     versions: Versions
 
 
@@ -88,31 +101,72 @@ def _requirements_file(path: str, seen: set[str]) -> Iterator[str]:
             yield stripped
 
 
-def _pyproject(path: str) -> Iterator[str]:
-    project = _toml(path).get("project", {})
-    yield from _strings(project.get("dependencies", []))
-    for extra in (project.get("optional-dependencies") or {}).values():
-        yield from _strings(extra)
+# What a reader yields: (group, requirement). A file's lines of one group are installed together (they
+# narrow each other); BASE applies whenever the project is installed, an extra only on top of it.
+Line = tuple[str, str]
+BASE = ""
 
 
-def _setup_cfg(path: str) -> Iterator[str]:
+def _requirements(path: str) -> Iterator[Line]:
+    yield from ((BASE, line) for line in _requirements_file(path, set()))
+
+
+def _pyproject(path: str) -> Iterator[Line]:
+    data = _toml(path)
+    project = data.get("project", {})
+    yield from ((BASE, line) for line in _strings(project.get("dependencies", [])))
+    for extra, lines in (project.get("optional-dependencies") or {}).items():
+        yield from ((f"extra {extra}", line) for line in _strings(lines))
+    # poetry: `[tool.poetry.dependencies]` (an `optional = true` entry is an extra's) and its groups.
+    poetry = data.get("tool", {}).get("poetry", {})
+    tables = [("", poetry.get("dependencies"))]
+    tables += [(f"group {name}", group.get("dependencies")) for name, group in (poetry.get("group") or {}).items()]
+    for table_group, table in tables:
+        for name, value in table.items() if isinstance(table, dict) else ():
+            constraint = value.get("version") if isinstance(value, dict) else value
+            if name == "python" or not isinstance(constraint, str):
+                continue
+            optional = isinstance(value, dict) and value.get("optional") is True
+            group = table_group or ("extra" if optional else BASE)
+            try:
+                yield group, f"{name} {poetry_specifiers(constraint)}"
+            except ValueError:
+                yield group, name  # a constraint it cannot read allows any release
+
+
+def _setup_cfg(path: str) -> Iterator[Line]:
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read(path, encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError):
         return
-    for section, option in (("options", "install_requires"),):
-        if parser.has_option(section, option):
-            yield from (line for line in parser.get(section, option).splitlines() if line.strip())
+    if parser.has_option("options", "install_requires"):
+        lines = parser.get("options", "install_requires").splitlines()
+        yield from ((BASE, line) for line in lines if line.strip())
     if parser.has_section("options.extras_require"):
-        for _, value in parser.items("options.extras_require"):
-            yield from (line for line in value.splitlines() if line.strip())
+        for extra, value in parser.items("options.extras_require"):
+            yield from ((f"extra {extra}", line) for line in value.splitlines() if line.strip())
 
 
-def _setup_py(path: str) -> Iterator[str]:
-    """The string literals of `install_requires=` and `extras_require=` keywords: a list (a dict of
-    lists), or a module-level name assigned one (`install_requires = [...]`, then
-    `install_requires=install_requires`); also `extras_deps["x"] = [...]`."""
+def _literals(node: ast.expr) -> Iterator[str]:
+    """The strings of a literal list, tuple or set, or of a dict's values, at any depth."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        for element in node.elts:
+            yield from _literals(element)
+    elif isinstance(node, ast.Dict):
+        for value in node.values:
+            yield from _literals(value)
+
+
+def _setup_py(path: str) -> Iterator[Line]:
+    """The string literals of `install_requires=` (BASE) and `extras_require=` (an extra each) keywords: a
+    list (a dict of lists), or a module-level name assigned one (`install_requires = [...]`, then
+    `install_requires=install_requires`; also `extras_deps["x"] = [...]`). Then, in group `literal`,
+    every string of a literal a module-level statement assigns (`_deps = ["transformers>=4.41", ...]`
+    read through a helper): used for a distribution the keywords do not name, where it reads as a
+    name and a version specifier (a bare name or prose in a module-level list is no pin)."""
     try:
         with open(path, "rb") as handle:
             tree = ast.parse(handle.read())
@@ -131,9 +185,47 @@ def _setup_py(path: str) -> Iterator[str]:
             for value in given:
                 for listed in value.values if isinstance(value, ast.Dict) else [value]:
                     if isinstance(listed, (ast.List, ast.Tuple)):
+                        group = BASE if node.arg == "install_requires" else f"extra {listed.lineno}.{listed.col_offset}"
                         yield from (
-                            e.value for e in listed.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                            (group, e.value)
+                            for e in listed.elts
+                            if isinstance(e, ast.Constant) and isinstance(e.value, str)
                         )
+    for at, stmt in enumerate(tree.body):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            yield from ((f"literal {at}.{n}", text) for n, text in enumerate(_literals(stmt.value)))
+
+
+def _conda(entry: str) -> str:
+    """A conda dependency (`name=1.2=build`, `channel::name>=1.2`) as a PEP 508 requirement; conda's
+    `=1.2` is `1.2.*`."""
+    entry = entry.strip().rpartition("::")[2]
+    name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", entry)
+    if name is None:
+        return entry
+    spec = entry[name.end() :].strip()
+    if re.fullmatch(r"=[^=<>!~,|\s]+(?:=\S*)?", spec):
+        version = spec[1:].split("=", 1)[0].removesuffix("*").removesuffix(".")
+        return f"{name[0]}=={version}.*"
+    if re.fullmatch(r"[^=<>!~,|\s*][^\s]*(?:\s+\S+)?", spec):
+        return f"{name[0]}=={spec.split()[0]}"  # `name 1.2` (a version alone, then a build)
+    return f"{name[0]} {spec}"
+
+
+def _environment(path: str) -> Iterator[Line]:
+    """A conda environment's `dependencies` and its `pip:` list: one environment, installed together."""
+    import yaml  # a dependency of libcst; imported here, as few projects have one (16 ms)
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return
+    for entry in (data.get("dependencies") or []) if isinstance(data, dict) else ():
+        if isinstance(entry, str):
+            yield BASE, _conda(entry)
+        elif isinstance(entry, dict):
+            yield from ((BASE, line) for line in _strings(entry.get("pip")))
 
 
 def _strings(values: object) -> Iterator[str]:
@@ -172,42 +264,85 @@ def _locked(path: str) -> Iterator[tuple[str, str]]:
             yield normalised(package["name"]), package["version"]
 
 
+def _together(lines: list[tuple[Declaration, str]]) -> Versions:
+    """The versions one group's lines allow together: the unmarked lines narrow each other; lines under
+    an environment marker apply where it holds, so lines under different markers are alternatives."""
+    unmarked = EVERY
+    by_marker: dict[str, Versions] = {}
+    for declaration, marker in lines:
+        if marker:
+            by_marker[marker] = intersect(by_marker.get(marker, EVERY), declaration.versions)
+        else:
+            unmarked = intersect(unmarked, declaration.versions)
+    if by_marker:
+        return intersect(unmarked, tuple(i for versions in by_marker.values() for i in versions))
+    return unmarked
+
+
+def _in_file(groups: dict[str, list[tuple[Declaration, str]]]) -> Declared:
+    """What one file allows of a distribution. The base requirement always applies and an extra is
+    installed on top of it, so with a base line the file allows the base's releases (base and extra
+    together are within them); extras alone are alternatives, as are setup.py's loose literals, read
+    only where no keyword names the distribution."""
+    named = {group: lines for group, lines in groups.items() if not group.startswith("literal")}
+    chosen = {BASE: named[BASE]} if BASE in named else (named or groups)
+    return Declared(
+        tuple(d for lines in chosen.values() for d, _ in lines),
+        tuple(i for lines in chosen.values() for i in _together(lines)),
+    )
+
+
+_READERS = {
+    "pyproject.toml": _pyproject,
+    "setup.cfg": _setup_cfg,
+    "setup.py": _setup_py,
+    "environment.yml": _environment,
+    "environment.yaml": _environment,
+}
+
+
 @functools.cache
-def _declared_in(directory: str) -> tuple[dict[str, tuple[Declaration, ...]], tuple[str, ...]]:
+def _declared_in(directory: str) -> tuple[dict[str, Declared], tuple[str, ...]]:
     """What the files of one directory declare, by normalised distribution (a lockfile's pins
-    replacing the ranges), and the files read."""
+    replacing the ranges), and the files read. Each file is an alternative way to install the
+    project (requirements-cpu.txt, requirements-gpu.txt), so the directory allows what any file does."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
         return {}, ()
-    ranges: dict[str, list[Declaration]] = {}
+    found: dict[str, dict[str, dict[str, list[tuple[Declaration, str]]]]] = {}  # dist, file, group
     locked: dict[str, list[Declaration]] = {}
     read: list[str] = []
 
-    def add(into: dict[str, list[Declaration]], where: str, lines: Iterator[str]) -> None:
-        for line in lines:
+    def add(where: str, lines: Iterator[Line]) -> None:
+        for group, line in lines:
             parsed = _requirement(line)
-            if parsed is None:
+            loose = group.startswith("literal")  # any string of setup.py: a requirement only if pinned
+            if parsed is None or (loose and not parsed[1]):
                 continue
             try:
                 versions = allowed(parsed[1])
             except ValueError:
+                if loose:
+                    continue  # prose ("transformers for diffusion"), not a requirement
                 versions = EVERY  # a range it cannot read allows, as far as it knows, any release
             text = line.split("#", 1)[0].split(";", 1)[0].strip()
-            into.setdefault(parsed[0], []).append(Declaration(where, text, versions))
+            marker = line.split("#", 1)[0].partition(";")[2].strip()
+            by_group = found.setdefault(parsed[0], {}).setdefault(where, {})
+            by_group.setdefault(group, []).append((Declaration(where, text, versions), marker))
 
-    files = [n for n in names if re.fullmatch(r"requirements.*\.txt", n)]
-    if os.path.isdir(os.path.join(directory, "requirements")):
-        sub = sorted(os.listdir(os.path.join(directory, "requirements")))
-        files += [f"requirements/{n}" for n in sub if n.endswith(".txt")]
+    files = [n for n in names if re.fullmatch(r"requirements?.*\.txt", n)]
+    for folder in ("requirements", "requirement"):
+        if os.path.isdir(os.path.join(directory, folder)):
+            sub = sorted(os.listdir(os.path.join(directory, folder)))
+            files += [f"{folder}/{n}" for n in sub if n.endswith(".txt")]
     for name in files:
         read.append(os.path.join(directory, name))
-        add(ranges, name, _requirements_file(os.path.join(directory, name), set()))
-    readers = {"pyproject.toml": _pyproject, "setup.cfg": _setup_cfg, "setup.py": _setup_py}
-    for name, reader in readers.items():
+        add(name, _requirements(os.path.join(directory, name)))
+    for name, reader in _READERS.items():
         if name in names:
             read.append(os.path.join(directory, name))
-            add(ranges, name, reader(os.path.join(directory, name)))
+            add(name, reader(os.path.join(directory, name)))
     for name in _LOCKS:
         if name in names:
             read.append(os.path.join(directory, name))
@@ -217,8 +352,15 @@ def _declared_in(directory: str) -> tuple[dict[str, tuple[Declaration, ...]], tu
                 except ValueError:
                     continue
                 locked.setdefault(dist, []).append(Declaration(name, f"{dist} {version}", versions))
-    ranges.update(locked)
-    return {dist: tuple(found) for dist, found in ranges.items()}, tuple(read)
+    declared = {}
+    for dist, by_file in found.items():
+        each = [_in_file(groups) for groups in by_file.values()]
+        declared[dist] = Declared(
+            tuple(d for one in each for d in one.lines), tuple(i for one in each for i in one.versions)
+        )
+    for dist, pins in locked.items():
+        declared[dist] = Declared(tuple(pins), tuple(i for d in pins for i in d.versions))
+    return declared, tuple(read)
 
 
 @functools.cache
@@ -230,9 +372,9 @@ def installed(distribution: str) -> str | None:
         return None
 
 
-def declarations(path: str, distribution: str) -> tuple[tuple[Declaration, ...], tuple[str, ...]]:
+def declarations(path: str, distribution: str) -> tuple[Declared | None, tuple[str, ...]]:
     """What the nearest directory at or above `path` (up to its project's root) declaring
-    `distribution` declares of it; else its installed release; else nothing. And the files read."""
+    `distribution` declares of it; else its installed release; else None. And the files read."""
     root = project_root(path)
     directory = os.path.dirname(os.path.realpath(path))
     dist = normalised(distribution)
@@ -247,17 +389,18 @@ def declarations(path: str, distribution: str) -> tuple[tuple[Declaration, ...],
         directory = os.path.dirname(directory)
     version = installed(distribution)
     if version is None:
-        return (), tuple(read)
+        return None, tuple(read)
     try:
-        return (Declaration("installed", f"{distribution} {version}", allowed(f"=={version}")),), tuple(read)
+        versions = allowed(f"=={version}")
     except ValueError:
-        return (), tuple(read)
+        return None, tuple(read)
+    return Declared((Declaration("installed", f"{distribution} {version}", versions),), versions), tuple(read)
 
 
 def host_release(path: str, host: Host) -> Release:
     """Whether `host` rescales a loss returned by a function of the file `path` in place, in the
     releases its project may run, and the clause saying which release and where it is pinned."""
-    found, files = declarations(path, host.distribution) if path not in ("-", "<string>") else ((), ())
+    found, files = declarations(path, host.distribution) if path not in ("-", "<string>") else (None, ())
     releases, shown = any_of(host.releases), host.shown
     set_at = ""
     if host.setting is not None and (host.setting.releases_if_on is not None or host.setting.off_stops_it):
@@ -271,12 +414,11 @@ def host_release(path: str, host: Host) -> Release:
                 releases = any_of(host.setting.releases_if_on)
                 shown = f"{host.distribution} {host.setting.releases_if_on[0].removeprefix('>=')} and later"
     said = f"in {shown}" + (f" with {set_at}" if set_at else "")
-    if not found:
+    if found is None:
         return Release(True, f"{said}; {host.distribution} is not pinned in the project", files)
-    declared = tuple(interval for d in found for interval in d.versions)
-    how = relation(declared, releases)
-    first = found[0]
-    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    how = relation(found.versions, releases)
+    first = found.lines[0]
+    more = f" and {len(found.lines) - 1} more" if len(found.lines) > 1 else ""
     if how == "excludes":
         return Release(
             False, f"{host.distribution} is pinned outside them in {first.where} ({first.text}){more}", files

@@ -131,6 +131,34 @@ def allowed(specifiers: str) -> Versions:
     return versions
 
 
+def poetry_specifiers(constraint: str) -> str:
+    """A poetry constraint as a PEP 440 specifier set: `^1.2.3` is `>=1.2.3,<2.0.0` (the first nonzero
+    number may not change), `~1.2.3` is `>=1.2.3,<1.3.0` (`~1` is `>=1,<2`), a bare version is `==` it,
+    `*` is any, and the rest is PEP 440 already (`>=1.2 <2` with a space or a comma). ValueError for
+    what it cannot say as one set (`^1 || ^2`)."""
+    if "||" in constraint:
+        raise ValueError(f"an alternative of poetry constraints: {constraint!r}")
+    parts = []
+    for part in re.split(r"\s*,\s*|\s+(?=[<>=!~^])", constraint.strip()):
+        if part in ("", "*"):
+            continue
+        if part.startswith(("^", "~")) and not part.startswith("~="):
+            version = part[1:].strip()
+            numbers = release(version)
+            if part[0] == "^":
+                nonzero = next((at for at, number in enumerate(numbers) if number), len(numbers) - 1)
+                upper = (*numbers[:nonzero], numbers[nonzero] + 1)
+            else:
+                upper = (*numbers[:1], numbers[1] + 1) if len(numbers) > 1 else (numbers[0] + 1,)
+            parts += [f">={version}", f"<{'.'.join(map(str, upper))}"]
+        elif _SPECIFIER.fullmatch(part):
+            parts.append(part)
+        else:
+            release(part.removesuffix(".*"))  # a bare version (`1.2.*` too), or ValueError
+            parts.append(f"=={part}")
+    return ",".join(parts)
+
+
 def any_of(specifier_sets: tuple[str, ...]) -> Versions:
     """The versions any of `specifier_sets` allows."""
     return tuple(interval for specifiers in specifier_sets for interval in allowed(specifiers))
