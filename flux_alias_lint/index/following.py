@@ -50,21 +50,24 @@ class FollowedEvidence(Resolver):
         `.update`s with `metrics`): that function is reached too, and so on down
         (`handoffs.DELEGATED`). Found from this file's own evidence, as patches are."""
         # The evidence grows as callees are reached: the iteration meets what it adds.
-        for reach, module, scope, function in self._reached_functions(self.evidence[path]):
-            for stmt in (*_returned_unpacked(function), *_returned_calls(function)):
-                step = self._step(module, stmt, f"its (loss, report) is returned by {function.name}")
+        for reach, module, scope, function in self._reached_functions(self.evidence[path], whole=True):
+            # A bare loss returned whole is what `return f(...)` gives: `f`'s own return, whole too.
+            unpacked = () if reach.whole_return else _returned_unpacked(function)
+            what = "its loss is returned whole by" if reach.whole_return else "its (loss, report) is returned by"
+            for stmt in (*unpacked, *_returned_calls(function)):
+                step = self._step(module, stmt, f"{what} {_name(function)}")
                 for value in self._values(module, [*scope, function], stmt.value.func):
                     steps = (*value.steps, step, *reach.steps)
                     self._reach(value.module.path, value.function, dataclasses.replace(reach, steps=steps))
 
     def _reached_functions(
-        self, evidence: Iterable[tuple[Key, Reach]]
+        self, evidence: Iterable[tuple[Key, Reach]], whole: bool = False
     ) -> Iterator[tuple[Reach, Symbols, list[ast.AST], ast.AST]]:
         """Each reached function of `evidence` with its strongest reach so far, once per reach that is
-        stronger than the one before (a whole return is not followed on)."""
+        stronger than the one before (a whole return only where `whole` says so)."""
         seen: dict[Key, Reach] = {}
         for key, reach in evidence:
-            if reach.whole_return or (key in seen and not stronger(reach, seen[key])):
+            if (reach.whole_return and not whole) or (key in seen and not stronger(reach, seen[key])):
                 continue
             seen[key] = reach
             found = self._function_at(key)
@@ -192,10 +195,19 @@ def _returned_unpacked(function: ast.AST) -> Iterator[ast.Assign]:
 
 
 def _returned_calls(function: ast.AST) -> Iterator[ast.Return]:
-    """The statements `return f(...)` of `function`: what it returns is what `f` returns, whole."""
+    """The statements `return f(...)` of `function` (a lambda's `lambda x: f(x)` as one): what it
+    returns is what `f` returns, whole."""
+    if isinstance(function, ast.Lambda):
+        if isinstance(function.body, ast.Call):
+            yield ast.copy_location(ast.Return(function.body), function.body)
+        return
     for stmt in body_walk(function):
         if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Call):
             yield stmt
+
+
+def _name(function: ast.AST) -> str:
+    return getattr(function, "name", "a lambda")
 
 
 def _loss_from_a_parameter(function: ast.AST, scope: list[ast.AST]) -> Iterator[tuple[ast.Call, ast.AST]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import body_walk, last_name
+from .nodes import body_walk, is_self_attribute, last_name
 from .reach import ACCELERATE_BACKWARD, COMPOSER, TRANSFORMERS_COMPUTE_LOSS, TRANSFORMERS_TRAINING_STEP, Reach, Step
 from .resolve import Resolver
 from .symbols import Symbols
@@ -63,17 +63,29 @@ class HostEvidence(Resolver):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 assigned.setdefault(node.targets[0].id, []).append(node)
         for node in nodes:
+            if (
+                isinstance(node, ast.Assign)
+                and any(is_self_attribute(t) and t.attr == "compute_loss_func" for t in node.targets)
+                and self._in_trainer(module, scope)
+            ):  # the base `Trainer.compute_loss` calls `self.compute_loss_func` (LLaMA-Factory's trainers)
+                what = "stored as self.compute_loss_func, which the base Trainer.compute_loss calls and rescales"
+                self._handed(module, scope, node.value, TRANSFORMERS_COMPUTE_LOSS, self._step(module, node, what))
             if not isinstance(node, ast.Call):
                 continue
             name = last_name(node.func) or ""
-            if name.endswith("Trainer"):
-                for keyword in node.keywords:
-                    if keyword.arg == "compute_loss_func":
-                        what = f"passed as compute_loss_func to {name}, whose compute_loss rescales its loss"
-                        self._handed(
-                            module, scope, keyword.value, TRANSFORMERS_COMPUTE_LOSS, self._step(module, node, what)
-                        )
-            elif name == "backward" and _accelerator(node.func) and len(node.args) == 1:
+            # `Trainer(...)`, or `super().__init__(...)` in a subclass of one (TRL's `SFTTrainer`)
+            trainer = name.endswith("Trainer") or (
+                name == "__init__" and _of_super(node.func) and self._in_trainer(module, scope)
+            )
+            for keyword in node.keywords:
+                if keyword.arg == "compute_loss_func" and trainer:
+                    self._handed_as_compute_loss_func(module, scope, node, keyword.value, name)
+                elif keyword.arg is None and isinstance(keyword.value, ast.Name):
+                    # `trainer_cls(**kwargs)` after `kwargs["compute_loss_func"] = f` in the same function
+                    # (axolotl's builders): the key names the Trainer's parameter, whatever the callee's name
+                    for value in _entries(nodes, keyword.value.id, "compute_loss_func"):
+                        self._handed_as_compute_loss_func(module, scope, node, value, name)
+            if name == "backward" and _accelerator(node.func) and len(node.args) == 1:
                 loss = node.args[0]
                 what = "its loss is handed to accelerator.backward, which divides it in place"
                 if isinstance(loss, ast.Call):
@@ -90,6 +102,17 @@ class HostEvidence(Resolver):
                                 step,
                                 self._step(module, node, what),
                             )
+
+    def _handed_as_compute_loss_func(
+        self, module: Symbols, scope: list[ast.AST], call: ast.Call, value: ast.expr, name: str
+    ) -> None:
+        what = f"passed as compute_loss_func to {name}, whose compute_loss rescales its loss"
+        self._handed(module, scope, value, TRANSFORMERS_COMPUTE_LOSS, self._step(module, call, what))
+
+    def _in_trainer(self, module: Symbols, scope: list[ast.AST]) -> bool:
+        """Whether the innermost class of `scope` derives a `...Trainer` of transformers or TRL."""
+        cls = next((s for s in reversed(scope) if isinstance(s, ast.ClassDef)), None)
+        return cls is not None and self._derives(module, cls, _TRAINER_PACKAGES)
 
     def _handed(self, module: Symbols, scope: list[ast.AST], node: ast.expr, context: str, *steps: Step) -> None:
         for value in self._values(module, scope, node):
@@ -109,6 +132,31 @@ class HostEvidence(Resolver):
                 if full.split(".")[0] in packages:
                     return True
         return False
+
+
+def _of_super(func: ast.expr) -> bool:
+    """`super().name`."""
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+    )
+
+
+def _entries(nodes: list[ast.AST], name: str, key: str) -> list[ast.expr]:
+    """What `nodes` store as `name[key]` (`kwargs["compute_loss_func"] = f`)."""
+    return [
+        node.value
+        for node in nodes
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Subscript)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == name
+        and isinstance(target.slice, ast.Constant)
+        and target.slice.value == key
+    ]
 
 
 def _accelerator(func: ast.expr) -> bool:
