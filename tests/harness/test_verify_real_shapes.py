@@ -60,6 +60,24 @@ def test_the_layout_search_is_bounded_by_a_counter(
     assert "; furthest with " in detail and "sampled [" in detail
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        "record_item.py",  # `params = data["packed_seq_params"]; params.cu_seqlens_q_padded`: the item is a stub
+        "callee_target.py",  # handed to the project's `def token_logprobs(logits, target)`: token ids
+        "compared_setting.py",  # `if temperature <= 0.0`: one number
+    ],
+)
+def test_inputs_derived_from_use_need_no_search(
+    case: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No layout search: only what the function's use (and its callee's parameters) asks for can make it run.
+    monkeypatch.setattr(verify, "MAX_LAYOUTS", 0)
+    status, [found] = _verdicts(capsys, str(CASES / case))
+    assert found["confirmed"], found["detail"]
+    assert status == 0
+
+
 def test_the_project_turns_per_token_loss_on_where_its_config_does() -> None:
     assert per_token_setting(str(PROJECT / "train.py")) == "tests/harness/verify_cases/per_token_project/config.py:6"
     assert per_token_setting(str(CASES / "gathered_ids.py")) is None  # a setting in a tests directory is its own
