@@ -91,6 +91,7 @@ class Execution:
     roles: dict[str, str] = dataclasses.field(default_factory=dict)  # the layouts chosen for named stand-ins
     made: dict[str, str] = dataclasses.field(default_factory=dict)  # each named stand-in's layout, as made
     argument: Any = None  # what it got where Megatron passes the model's output (Probe.megatron_argument)
+    raised_at: str = ""  # the function's own line it raised at (its innermost), if it raised
 
     def inputs(self) -> str:
         """The named stand-ins it was given, e.g. ``output_tensor [2, 4, 8] float32, labels [2, 4] int64``: the
@@ -144,6 +145,7 @@ class Probe:
     keyword: list[tuple[str, Kind]]
     receiver: Callable[[Run], Any] | None = None  # makes `self` (or `cls`); None: it is a stub
     layouts: dict[str, str] = dataclasses.field(default_factory=dict)  # what use asks of named stand-ins
+    code: str = ""  # the probe's source, as compiled: where an execution raised
 
     def _arguments(self) -> tuple[list[Any], dict[str, Any]]:
         args = [stand_in(kind, name, self.run) for name, kind in self.positional]
@@ -208,7 +210,21 @@ class Probe:
             dict(run.roles),
             dict(run.made),
             argument,
+            _raised_at(error, self.code),
         )
+
+
+def _raised_at(error: BaseException | None, code: str) -> str:
+    """The function's own line, stripped, where ``error`` left it last (a helper it called may have raised)."""
+    line = 0
+    trace = error.__traceback__ if error is not None else None
+    while trace is not None:
+        if trace.tb_frame.f_code.co_filename == PROBE_FILENAME:
+            line = trace.tb_lineno
+        trace = trace.tb_next
+    lines = code.splitlines()
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _time_limit() -> contextlib.AbstractContextManager[None]:
@@ -589,4 +605,4 @@ def build_probe(
             run.stub_items.add(key)
         if local in layouts:
             layouts.setdefault(key, layouts[local])
-    return Probe(func, run, namespace, signature, keywords, receiver, layouts)
+    return Probe(func, run, namespace, signature, keywords, receiver, layouts, code)

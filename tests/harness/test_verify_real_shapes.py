@@ -58,6 +58,7 @@ def test_the_layout_search_is_bounded_by_a_counter(
     detail = str(found["detail"])
     assert detail.startswith("no probe could run it (RuntimeError: gather(): Expected dtype int")
     assert "; furthest with " in detail and "sampled [" in detail
+    assert " at `logprobs = torch.gather(output_tensor.log_softmax(-1), -1, targets.unsqueeze(...`;" in detail
 
 
 @pytest.mark.parametrize(
