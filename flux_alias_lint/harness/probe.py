@@ -406,7 +406,10 @@ def callee_layouts(function: cst.CSTNode, namespace: Mapping[str, Any]) -> dict[
             for position, arg in enumerate(node.args):
                 if arg.star:
                     return
-                parameter = arg.keyword.value if arg.keyword else (parameters + ("",) * position)[position]
+                if arg.keyword:
+                    parameter = arg.keyword.value
+                else:
+                    parameter = parameters[position] if position < len(parameters) else ""
                 if (name := _root(arg.value)) and parameter in _ID_KEYWORDS:
                     layouts.setdefault(name, "ids")
 

@@ -67,6 +67,7 @@ def test_the_layout_search_is_bounded_by_a_counter(
         "record_item.py",  # `params = data["packed_seq_params"]; params.cu_seqlens_q_padded`: the item is a stub
         "callee_target.py",  # handed to the project's `def token_logprobs(logits, target)`: token ids
         "compared_setting.py",  # `if temperature <= 0.0`: one number
+        "callee_varargs.py",  # handed to `def scaled(*values)`: no parameter names it, nothing derived
     ],
 )
 def test_inputs_derived_from_use_need_no_search(
