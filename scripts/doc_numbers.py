@@ -381,6 +381,7 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/internals.md", r"Its time was measured on this 2-core machine", (*TIMING, "commit", "command")),
     Record("docs/prove-it.md", r"^`python bench/verify_injected\.py` copies", TREE),
     Record("docs/prove-it.md", r"^`python bench/hosts\.py` makes a finding", TREE),
+    Record("docs/prove-it.md", r"^`python bench/verify_trees\.py` runs", TREE),
     Record("docs/prove-it.md", r"The check costs tens of microseconds per call", (*TIMING, "command")),
     Record("docs/prove-it.md", r"^Overhead per microbatch, `python bench/schedule_overhead\.py`", (*TIMING, "command")),
 )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import types
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -90,6 +91,7 @@ class Execution:
     roles: dict[str, str] = dataclasses.field(default_factory=dict)  # the layouts chosen for named stand-ins
     made: dict[str, str] = dataclasses.field(default_factory=dict)  # each named stand-in's layout, as made
     argument: Any = None  # what it got where Megatron passes the model's output (Probe.megatron_argument)
+    raised_at: str = ""  # the function's own line it raised at (its innermost), if it raised
 
     def inputs(self) -> str:
         """The named stand-ins it was given, e.g. ``output_tensor [2, 4, 8] float32, labels [2, 4] int64``: the
@@ -143,6 +145,7 @@ class Probe:
     keyword: list[tuple[str, Kind]]
     receiver: Callable[[Run], Any] | None = None  # makes `self` (or `cls`); None: it is a stub
     layouts: dict[str, str] = dataclasses.field(default_factory=dict)  # what use asks of named stand-ins
+    code: str = ""  # the probe's source, as compiled: where an execution raised
 
     def _arguments(self) -> tuple[list[Any], dict[str, Any]]:
         args = [stand_in(kind, name, self.run) for name, kind in self.positional]
@@ -207,7 +210,21 @@ class Probe:
             dict(run.roles),
             dict(run.made),
             argument,
+            _raised_at(error, self.code),
         )
+
+
+def _raised_at(error: BaseException | None, code: str) -> str:
+    """The function's own line, stripped, where ``error`` left it last (a helper it called may have raised)."""
+    line = 0
+    trace = error.__traceback__ if error is not None else None
+    while trace is not None:
+        if trace.tb_frame.f_code.co_filename == PROBE_FILENAME:
+            line = trace.tb_lineno
+        trace = trace.tb_next
+    lines = code.splitlines()
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _time_limit() -> contextlib.AbstractContextManager[None]:
@@ -318,6 +335,7 @@ def usage_layouts(function: cst.CSTNode) -> dict[str, str]:
     """The layout (standins.ROLES) a name's use in ``function`` asks for, where it says: three indices
     (``logits[:, a:b, :]``) for logits, a slice's bound for a whole number, a ``target=`` for token ids."""
     layouts: dict[str, str] = {}
+    truths: dict[str, str] = {}  # asked of names no other use gives a layout
 
     class Visitor(cst.CSTVisitor):
         def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -335,8 +353,101 @@ def usage_layouts(function: cst.CSTNode) -> dict[str, str]:
             if name and node.keyword is not None and node.keyword.value in _ID_KEYWORDS:
                 layouts.setdefault(name, "ids")
 
+        def visit_If(self, node: cst.If) -> None:
+            _truths(node.test, truths)
+
+        def visit_While(self, node: cst.While) -> None:
+            _truths(node.test, truths)
+
+        def visit_IfExp(self, node: cst.IfExp) -> None:
+            _truths(node.test, truths)
+
+    function.visit(Visitor())
+    return {**truths, **layouts}
+
+
+_MEMBERSHIP = (cst.In, cst.NotIn, cst.Is, cst.IsNot)
+
+
+def _truths(test: cst.BaseExpression, layouts: dict[str, str]) -> None:
+    """``if temperature != 1.0:``: a name compared with a number where a truth is asked is one number (a tensor
+    of several values has no truth), so its layout is a scalar."""
+    if isinstance(test, cst.BooleanOperation):
+        _truths(test.left, layouts)
+        _truths(test.right, layouts)
+    elif isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        _truths(test.expression, layouts)
+    elif isinstance(test, cst.Comparison):
+        left = test.left
+        for target in test.comparisons:
+            for one, other in ((left, target.comparator), (target.comparator, left)):
+                if (name := _root(one)) and _number(other) and not isinstance(target.operator, _MEMBERSHIP):
+                    layouts.setdefault(name, "scalar")
+            left = target.comparator
+
+
+def _number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def callee_layouts(function: cst.CSTNode, namespace: Mapping[str, Any]) -> dict[str, str]:
+    """Token ids for a name the function hands to one of the project's functions (defined by the module top) as
+    a parameter named like them: ``logprobs(logits, sequences)`` into ``def logprobs(logits, target)``."""
+    layouts: dict[str, str] = {}
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            callee = dict.get(namespace, _root(node.func) or "")
+            if not isinstance(callee, types.FunctionType):
+                return
+            parameters = callee.__code__.co_varnames[: callee.__code__.co_argcount]
+            for position, arg in enumerate(node.args):
+                if arg.star:
+                    return
+                if arg.keyword:
+                    parameter = arg.keyword.value
+                else:
+                    parameter = parameters[position] if position < len(parameters) else ""
+                if (name := _root(arg.value)) and parameter in _ID_KEYWORDS:
+                    layouts.setdefault(name, "ids")
+
     function.visit(Visitor())
     return layouts
+
+
+def batch_items(function: cst.CSTNode) -> dict[str, str]:
+    """The local each batch item is bound to, by its key: ``seq = data["sequences"]`` or
+    ``data.get("sequences")`` gives ``{"seq": "sequences"}``, so the item gets the stand-in the local's use asks for."""
+    found: dict[str, str] = {}
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            key = _item_key(node.value)
+            if key is not None and len(node.targets) == 1 and (local := _root(node.targets[0].target)):
+                found.setdefault(local, key)
+
+    function.visit(Visitor())
+    return found
+
+
+def _item_key(node: cst.BaseExpression) -> str | None:
+    """The string key of ``m["key"]`` or ``m.get("key", ...)``."""
+    index: cst.BaseExpression | None = None
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        index = node.slice[0].slice.value
+    elif (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "get"
+        and node.args
+        and node.args[0].keyword is None
+    ):
+        index = node.args[0].value
+    if isinstance(index, cst.SimpleString) and isinstance(value := index.evaluated_value, str):
+        return value
+    return None
 
 
 def _names_in(node: cst.CSTNode | None) -> list[str]:
@@ -491,4 +602,10 @@ def build_probe(
                 (lambda run: cls) if "classmethod" in _decorators(function) else (lambda run: instance_of(cls, run))
             )
     keywords = [(p.name.value, kind_of(p)) for p in keyword]
-    return Probe(func, run, namespace, signature, keywords, receiver, usage_layouts(function))
+    layouts = {**callee_layouts(function, namespace), **usage_layouts(function)}
+    for local, key in batch_items(function).items():
+        if used.get(local) == "object":
+            run.stub_items.add(key)
+        if local in layouts:
+            layouts.setdefault(key, layouts[local])
+    return Probe(func, run, namespace, signature, keywords, receiver, layouts, code)

@@ -59,6 +59,7 @@ class Run:
         self.shape = shape
         self.roles: dict[str, str] = {}  # a stand-in's name → its layout (ROLES), where one was chosen for it
         self.literals = literals  # the function's string constants: the keys an iterated mapping holds
+        self.stub_items: set[str] = set()  # keys of a batch whose item the function uses as an object, not a tensor
         self.generation = 0
         self.start(())
 
@@ -430,7 +431,10 @@ class StandInMapping(dict):
     def __missing__(self, key: Any) -> Any:
         if key in self._absent:
             raise KeyError(key)
-        self[key] = value = self._run.tensor(key if isinstance(key, str) else "")
+        if key in self._run.stub_items:  # `params = batch["packed_seq_params"]; params.cu_seqlens`
+            self[key] = value = Stub(key, self._run)
+        else:
+            self[key] = value = self._run.tensor(key if isinstance(key, str) else "")
         return value
 
     def __contains__(self, key: object) -> bool:

@@ -192,7 +192,8 @@ def _shape_problem(execution: Execution) -> tuple[tuple[int, int], str] | None:
     if execution.error is not None:
         error = execution.error
         inputs = f"; furthest with {execution.inputs()}" if execution.made else ""
-        return (0, len(execution.taken)), f"no probe could run it ({type(error).__name__}: {error}){inputs}"
+        at = f" at `{execution.raised_at}`" if execution.raised_at else ""
+        return (0, len(execution.taken)), f"no probe could run it ({type(error).__name__}: {error}){at}{inputs}"
     outputs = execution.outputs
     if not (isinstance(outputs, (tuple, list)) and len(outputs) in (2, 3)):
         return (1, 0), f"with stand-in inputs it returned {_describe(outputs)}, not (loss, ..., report)"

@@ -58,6 +58,26 @@ def test_the_layout_search_is_bounded_by_a_counter(
     detail = str(found["detail"])
     assert detail.startswith("no probe could run it (RuntimeError: gather(): Expected dtype int")
     assert "; furthest with " in detail and "sampled [" in detail
+    assert " at `logprobs = torch.gather(output_tensor.log_softmax(-1), -1, targets.unsqueeze(...`;" in detail
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "record_item.py",  # `params = data["packed_seq_params"]; params.cu_seqlens_q_padded`: the item is a stub
+        "callee_target.py",  # handed to the project's `def token_logprobs(logits, target)`: token ids
+        "compared_setting.py",  # `if temperature <= 0.0`: one number
+        "callee_varargs.py",  # handed to `def scaled(*values)`: no parameter names it, nothing derived
+    ],
+)
+def test_inputs_derived_from_use_need_no_search(
+    case: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No layout search: only what the function's use (and its callee's parameters) asks for can make it run.
+    monkeypatch.setattr(verify, "MAX_LAYOUTS", 0)
+    status, [found] = _verdicts(capsys, str(CASES / case))
+    assert found["confirmed"], found["detail"]
+    assert status == 0
 
 
 def test_the_project_turns_per_token_loss_on_where_its_config_does() -> None:

@@ -277,9 +277,10 @@ def test_a_loop_that_only_a_stand_in_keeps_going_is_stopped(
             return loss, {"lm loss": loss.detach()}
         """,
     )
-    assert lines == [
-        "FAL001 UNCONFIRMED no probe could run it (ProbeTimeout: still running after 0 s); "
-        "furthest with output_tensor [4] float32"
+    # the loop's two lines: the timer stops it at either
+    assert [line.replace("`pass`", "`while loss.numel() == 1:`") for line in lines] == [
+        "FAL001 UNCONFIRMED no probe could run it (ProbeTimeout: still running after 0 s) at "
+        "`while loss.numel() == 1:`; furthest with output_tensor [4] float32"
     ]
     assert status == 1
 
