@@ -12,6 +12,11 @@ subprocess (``host_worker.py``) runs with that directory first on ``sys.path``, 
 where the factor is the world size. Elsewhere, or when the release is not in the cache, the host's recorded
 in-place line is applied to the returned loss in this process, and the run says so (``HostRun.ran``).
 
+A host's line is the one ``facts/hosts.py`` records. A project's own pin picks the release (``for_project``: the
+host row whose distribution it declares, the lowest release it allows that the harness can run, the setting it
+sets), so a negative runs under the release that leaves its kept value alone, and ``in_place_twin`` under the
+first that does not.
+
 What runs is a ``Subject``: the user's function as the host calls it, rebuilt in whichever process runs the
 host (a probe of a flagged function, replaying the path ``verify`` found; or a fixture module's function).
 """
