@@ -27,9 +27,8 @@ from flux_alias_lint.source import decode
 PROJECT_CASES = project_cases()
 
 # Host fixtures (`facts/hosts.py`) that megatron-core's rescale cannot prove: their host is another
-# library (not installed here) or a megatron-core release before 0.7. Each is proven under its own
-# host, or the host's recorded in-place line, by the runtime work on hosts that follows; until then
-# only their static findings are checked.
+# library or a megatron-core release before 0.7. Each is proven under its own host instead, in
+# test_fixtures_runtime.py: a positive by `verify`, a negative under the release its pin names.
 NOT_RUN_UNDER_MEGATRON = {
     "FAL005/host_transformers_training_step": "transformers 4.46.0's Trainer.training_step",
     "FAL005/neg_host_transformers_training_step_after_4_46": "transformers 4.57's Trainer",

@@ -314,3 +314,41 @@ def test_a_host_project_is_confirmed_under_its_host(project: pathlib.Path, capsy
     hosted = [v for v in verdicts if v["code"] == CAPTURE_CODE and v["context"] in {*hosts.HOSTS, IN_PLACE_CALLER}]
     assert hosted, "no finding under a host"
     assert all(v["confirmed"] for v in verdicts), [v["detail"] for v in verdicts if not v["confirmed"]]
+
+
+# The negative host projects, and how its host calls each one's code (a name, a class whose instances are called,
+# or `Class.method`); the release, host and setting each runs under come from the project's own pin and settings
+# (`hosts.for_project`: index/releases.py and facts/hosts.py), never from here.
+NEGATIVE_HOST_PROJECTS = {
+    "FAL005/neg_host_accelerate_backward_0_13": "Criterion",
+    "FAL005/neg_host_lightning_out_of_place": "Classifier.training_step",
+    "FAL005/neg_host_megatron_before_0_7": "loss_func",
+    "FAL005/neg_host_transformers_compute_loss_turned_off": "token_loss",
+    "FAL005/neg_host_transformers_training_step_after_4_46": "LoggingTrainer.compute_loss",
+}
+
+
+def test_every_negative_host_project_is_run() -> None:
+    assert set(NEGATIVE_HOST_PROJECTS) == {fixture_id(p) for p in FIXTURES.glob("FAL*/neg_host_*") if p.is_dir()}
+
+
+@pytest.mark.parametrize("fixture", sorted(NEGATIVE_HOST_PROJECTS))
+def test_a_negative_host_project_holds_under_its_pinned_release(fixture: str) -> None:
+    # Its loss function under the release its own pin names (real where installable, else megatron-core's profile):
+    # the kept value holds. The same capture under the host's first in-place release (its positive twin's) moves,
+    # so the watch would see it.
+    for release in hosts.releases():
+        hosts.install(release)
+    path = FIXTURES / fixture / "loss.py"
+    subject = hosts.ModuleSubject(str(path), NEGATIVE_HOST_PROJECTS[fixture])
+    name, pinned = hosts.for_project(str(path))
+    twin = hosts.in_place_twin(name)
+    assert not pinned.in_place and twin.in_place
+    [held] = hosts.run_under_host(pinned, [subject])
+    [moved] = hosts.run_under_host(twin, [subject])
+    for host, run in ((pinned, held), (twin, moved)):
+        assert not run.error, f"{fixture} under {host.name} ({run.ran}): {run.error}"
+        real = f"{host.release}, real: " if host.release is not None else f"emulated: `{host.line}`"
+        assert run.ran.startswith(real), run.ran
+    assert not held.moved, f"kept values moved under {pinned.name} ({held.ran}): {held.moved}"
+    assert moved.moved, f"nothing kept moved under {twin.name} ({moved.ran}): the capture is not watched"

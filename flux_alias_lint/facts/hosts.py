@@ -148,3 +148,28 @@ COMPOSER = Host(
 
 HOSTS: tuple[Host, ...] = (MEGATRON, TRAINING_STEP, COMPUTE_LOSS, ACCELERATE_BACKWARD, COMPOSER)
 BY_NAME: dict[str, Host] = {host.name: host for host in HOSTS}
+
+
+@dataclasses.dataclass(frozen=True)
+class OutOfPlace:
+    """A host that rescales the loss it receives out of place, so a kept alias never moves: no findings, and no
+    row above. Its line is recorded for the run that proves a negative pinning it (harness/hosts.py)."""
+
+    name: str
+    distribution: str
+    receives: str  # who receives the loss, as a run names it
+    operation: str  # the out-of-place operation, as the release writes it
+    factor: str  # the setting that is its factor
+    line: str  # where it is
+
+
+LIGHTNING = OutOfPlace(
+    "lightning",
+    "lightning",
+    "Lightning's automatic optimization",
+    "`closure_loss = closure_loss / normalize`",
+    "accumulate_grad_batches",
+    "lightning/pytorch/loops/optimization/automatic.py, ClosureResult.from_training_step_output (2.4.0)",
+)
+OUT_OF_PLACE: tuple[OutOfPlace, ...] = (LIGHTNING,)
+OUT_OF_PLACE_BY_NAME: dict[str, OutOfPlace] = {host.name: host for host in OUT_OF_PLACE}

@@ -8,7 +8,8 @@ those whose values are no longer what they were then. It is fed in one of two wa
 - ``keep(where, tensor)``: a caller that knows the captured value as it is made (``verify`` marks the
   flagged entry, so the copy is the value at capture, wherever the code puts it);
 - ``tracing(filename)``: ``sys.settrace`` over the frames of one file, looking into the containers its
-  module globals and frame locals hold (dicts, lists, tuples, ``SimpleNamespace``), two levels deep,
+  module globals and frame locals hold (dicts, lists, tuples, ``SimpleNamespace``, and the attributes of an
+  object whose class has a method in that file: ``self.last``), two levels deep,
   at every line and return. A line event comes before the line runs, so a value stored by one line is
   copied before the next can change it.
 """
@@ -16,6 +17,7 @@ those whose values are no longer what they were then. It is fed in one of two wa
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import types
@@ -37,6 +39,7 @@ class CaptureWatch:
         self._kept: dict[Hashable, tuple[str, Any, Any]] = {}
         self._holders: list[object] = []  # keeps watched containers alive, so their ids stay theirs
         self._replaced: dict[str, str] = {}  # where → how a tensor moved while kept there, before another replaced it
+        self._file = ""  # the file traced: objects of its classes are containers too
 
     def keep(self, where: str, value: Any) -> None:
         """``value`` is captured now, shown as ``where``: each tensor it is or holds (``list(loss.detach())``)
@@ -56,6 +59,7 @@ class CaptureWatch:
                 self._visit(name, value, _DEPTH)
             return trace
 
+        self._file = filename
         previous = sys.gettrace()
         sys.settrace(trace)
         try:
@@ -68,7 +72,7 @@ class CaptureWatch:
             entries = [(f"{path}{_key(k)}", k, v) for k, v in value.items() if not str(k).startswith("__")]
         elif isinstance(value, (list, tuple)):
             entries = [(f"{path}[{i}]", i, v) for i, v in enumerate(value)]
-        elif isinstance(value, types.SimpleNamespace):
+        elif isinstance(value, types.SimpleNamespace) or (self._file and _defined_in(type(value), self._file)):
             entries = [(f"{path}.{k}", k, v) for k, v in vars(value).items()]
         else:
             return
@@ -96,6 +100,17 @@ class CaptureWatch:
                 if where not in found and not same_values(before, tensor.detach()):
                     found[where] = describe_move(before, tensor.detach())
         return found
+
+
+@functools.cache
+def _defined_in(cls: type, filename: str) -> bool:
+    """Whether a class (or one it derives from) has a method written in ``filename``: its objects' attributes are
+    where that file's code keeps things (``self.last = loss.detach()``)."""
+    return any(
+        isinstance(f, types.FunctionType) and f.__code__.co_filename == filename
+        for c in cls.__mro__
+        for f in vars(c).values()
+    )
 
 
 def describe_move(before: Any, after: Any) -> str:

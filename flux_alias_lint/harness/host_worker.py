@@ -23,15 +23,16 @@ BASE = (0.5, 1.25, 2.0, 3.5)  # the tiny model's input: no zero, so every factor
 
 def _tiny_model(torch: Any) -> Any:
     class Tiny(torch.nn.Module):
-        """One parameter: ``{"logits": w * x}``, a model output with a gradient to reach, as a Trainer expects
-        (a mapping, keyword inputs, loss keyword arguments accepted)."""
+        """One parameter: ``{"loss": mean(w * x), "logits": w * x}``, a model output with a gradient to reach, as a
+        Trainer expects (a mapping with its loss, keyword inputs, loss keyword arguments accepted)."""
 
         def __init__(self) -> None:
             super().__init__()
             self.w = torch.nn.Parameter(torch.ones(()))
 
         def forward(self, x: Any = None, labels: Any = None, **kwargs: Any) -> Any:
-            return {"logits": self.w * x}
+            logits = self.w * x
+            return {"loss": logits.mean(), "logits": logits}
 
     return Tiny()
 
@@ -47,17 +48,35 @@ def _checked(host: Host) -> str:
         raise RuntimeError(
             f"imported {release.dist} {module.__version__} from {where}, not {release} from {release.path}"
         )
-    return f"{release}, real: `{host.line}` with {host.setting}"
+    return f"{release}, real: {host.said}"
+
+
+def _trainer(host: Host, made: Made) -> Any:
+    """The Trainer class the subject runs in: its own Trainer subclass (its ``compute_loss`` the subject), else one
+    whose ``compute_loss`` calls the subject on the model's logits."""
+    from transformers import Trainer
+
+    if made.owner is not None and issubclass(made.owner, Trainer):
+
+        class Own(made.owner):  # type: ignore[misc,name-defined]
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                return made(
+                    None, self, model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+                )
+
+        return Own
+
+    class Hosted(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            return made(model(**inputs)["logits"])
+
+    return Hosted
 
 
 def training_step(host: Host, made: Made, work: str) -> list[Any]:
     """transformers' real ``Trainer.training_step``, the subject as the Trainer subclass's ``compute_loss``."""
     import torch
-    from transformers import Trainer, TrainingArguments
-
-    class Hosted(Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            return made(model(**inputs)["logits"])
+    from transformers import TrainingArguments
 
     model = _tiny_model(torch)
     args = TrainingArguments(
@@ -68,43 +87,67 @@ def training_step(host: Host, made: Made, work: str) -> list[Any]:
         save_strategy="no",
         logging_strategy="no",
     )
-    trainer = Hosted(model=model, args=args)
+    trainer = _trainer(host, made)(model=model, args=args)
+    trainer.current_gradient_accumulation_steps = int(host.factor)  # set by the train loop in releases that read it
     trainer.training_step(trainer.model, {"x": torch.tensor(BASE)})
     return [model.w.grad]
 
 
 def compute_loss(host: Host, made: Made, work: str) -> list[Any]:
-    """transformers' real base ``Trainer.compute_loss`` with ``average_tokens_across_devices`` (on by default in
-    the pinned release) on this rank of the process group, the subject as its ``compute_loss_func``."""
+    """transformers' real ``Trainer.training_step`` and base ``Trainer.compute_loss``, ``average_tokens_across_devices``
+    as the run sets it, on this rank of the process group; the subject as its ``compute_loss_func``, called with
+    the model's output and the labels (a function of one argument: with the logits)."""
     import torch
     from transformers import Trainer, TrainingArguments
 
     model = _tiny_model(torch)
     args = TrainingArguments(
-        output_dir=work, use_cpu=True, report_to=[], save_strategy="no", average_tokens_across_devices=True
+        output_dir=work, use_cpu=True, report_to=[], save_strategy="no", average_tokens_across_devices=host.on
     )
     trainer = Trainer(
         model=model,
         args=args,
-        compute_loss_func=lambda outputs, labels, num_items_in_batch=None: made(outputs["logits"]),
+        compute_loss_func=lambda outputs, labels, num_items_in_batch=None: made(
+            outputs["logits"], outputs, labels, num_items_in_batch=num_items_in_batch
+        ),
     )
     if trainer.accelerator.num_processes != host.world_size:
         raise RuntimeError(f"{trainer.accelerator.num_processes} processes, not {host.world_size}")
-    inputs = {"x": torch.tensor(BASE), "labels": torch.zeros(len(BASE), dtype=torch.long)}
-    loss = trainer.compute_loss(trainer.model, inputs, num_items_in_batch=torch.tensor(len(BASE)))
-    if loss.requires_grad and loss.numel() == 1:
-        loss.backward()  # as training_step does next
+    # Logits of one sequence of two tokens over two classes, as a causal LM's are (batch, tokens, classes).
+    inputs = {"x": torch.tensor(BASE).view(1, 2, 2), "labels": torch.zeros(1, 2, dtype=torch.long)}
+    trainer.training_step(trainer.model, inputs, num_items_in_batch=torch.tensor(len(BASE)))
     return [model.w.grad]
 
 
 def backward(host: Host, made: Made, work: str) -> list[Any]:
-    """accelerate's real ``Accelerator.backward`` on the loss the subject returns from the tiny model's output."""
+    """accelerate's real ``Accelerator.backward`` on the loss the subject returns from the tiny model's output (and a
+    label, for a criterion that takes one)."""
     import torch
     from accelerate import Accelerator
 
     model = _tiny_model(torch)
     accelerator = Accelerator(cpu=True, gradient_accumulation_steps=int(host.factor))
-    accelerator.backward(made(model(x=torch.tensor(BASE))["logits"]))
+    logits = model(x=torch.tensor(BASE))["logits"]
+    accelerator.backward(made(logits, logits, torch.tensor(0)))
+    return [model.w.grad]
+
+
+def lightning(host: Host, made: Made, work: str) -> list[Any]:
+    """Lightning's real ``ClosureResult.from_training_step_output``, which divides what ``training_step`` returned by
+    ``accumulate_grad_batches`` (its ``normalize``); the subject as a LightningModule's ``training_step``. Made in
+    place (``host.in_place``), the same division is emulated in this process instead."""
+    import torch
+    from lightning.pytorch.loops.optimization.automatic import ClosureResult
+
+    model = _tiny_model(torch)
+    module = made.owner(lambda inputs: model(x=inputs)["logits"]) if made.owner is not None else None
+    batch = (torch.tensor(BASE), torch.tensor(0))
+    loss = made(model(x=batch[0])["logits"], module, batch, 0)
+    if host.in_place:
+        loss.div_(host.factor)
+    else:
+        loss = ClosureResult.from_training_step_output(loss, int(host.factor)).closure_loss
+    loss.backward()
     return [model.w.grad]
 
 

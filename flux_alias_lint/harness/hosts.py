@@ -12,6 +12,11 @@ subprocess (``host_worker.py``) runs with that directory first on ``sys.path``, 
 where the factor is the world size. Elsewhere, or when the release is not in the cache, the host's recorded
 in-place line is applied to the returned loss in this process, and the run says so (``HostRun.ran``).
 
+A host's line is the one ``facts/hosts.py`` records. A project's own pin picks the release (``for_project``: the
+host row whose distribution it declares, the lowest release it allows that the harness can run, the setting it
+sets), so a negative runs under the release that leaves its kept value alone, and ``in_place_twin`` under the
+first that does not.
+
 What runs is a ``Subject``: the user's function as the host calls it, rebuilt in whichever process runs the
 host (a probe of a flagged function, replaying the path ``verify`` found; or a fixture module's function).
 """
@@ -38,8 +43,12 @@ import libcst as cst
 
 import flux_alias_lint
 
+from ..facts import hosts as facts
 from ..facts.reports import RESCALING_METHODS, RESCALING_OPERATORS
 from ..index.reach import IN_PLACE_CALLER, Step
+from ..index.releases import declarations
+from ..index.settings import setting as project_setting
+from ..index.versions import Versions, allowed, any_of, key, relation
 
 # The contexts of the third-party hosts (index/reach.py; facts/hosts.py holds their facts).
 TRAINING_STEP = "transformers-training-step"
@@ -131,6 +140,48 @@ TRANSFORMERS_4_57_1 = Release(
     ),
 )
 ACCELERATE_0_12_0 = Release("accelerate", "0.12.0", ("accelerate==0.12.0", "psutil==6.1.0"))
+# The first release after the in-place ones: a pin there is a negative, run to show nothing moves.
+ACCELERATE_0_13_0 = Release("accelerate", "0.13.0", ("accelerate==0.13.0", "psutil==6.1.0"))
+# Lightning's own out-of-place line (facts.OUT_OF_PLACE) runs from this release.
+LIGHTNING_2_4_0 = Release(
+    "lightning",
+    "2.4.0",
+    (
+        "lightning==2.4.0",
+        "lightning-utilities==0.11.7",
+        "torchmetrics==1.4.2",
+        "fsspec==2024.9.0",
+        "tqdm==4.66.6",
+        "PyYAML==6.0.2",
+    ),
+)
+RELEASES: tuple[Release, ...] = (
+    TRANSFORMERS_4_46_0,
+    TRANSFORMERS_4_57_1,
+    ACCELERATE_0_12_0,
+    ACCELERATE_0_13_0,
+    LIGHTNING_2_4_0,
+)
+
+
+# The rescales the index finds a caller doing (facts/reports.py), as the in-place tensor method each one is.
+_AUGMENTED = {type(ast.parse(f"x {op} k").body[0].op): "mul" if op == "*=" else "div" for op in RESCALING_OPERATORS}
+_METHODS = {method: method.rstrip("_") for method in RESCALING_METHODS}
+
+
+def _in_place(text: str) -> tuple[str, str] | None:
+    """``loss /= k`` or ``loss.div_(k)``: ("div", "k"); None for anything else."""
+    try:
+        [stmt] = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        return None
+    if isinstance(stmt, ast.AugAssign) and type(stmt.op) in _AUGMENTED:
+        return _AUGMENTED[type(stmt.op)], ast.unparse(stmt.value)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _METHODS and len(call.args) == 1:
+            return _METHODS[call.func.attr], ast.unparse(call.args[0])
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,17 +189,37 @@ class Host:
     """Who rescales a returned loss in place, and how a run reproduces it."""
 
     name: str  # as a verdict names it: "Trainer.training_step"
-    line: str  # the recorded in-place line
-    op: str  # "mul" or "div": what the line does in place
+    line: str  # the recorded line
+    op: str  # "mul" or "div": what the line does
     factor: float  # by what, in the run
     setting: str  # what sets the factor in the run: "gradient_accumulation_steps=2"
     release: Release | None = None  # None: emulated, for `emulated_because`
     emulated_because: str = ""
     driver: str = ""  # host_worker's function that runs the real release
     world_size: int = 1
+    in_place: bool = True  # False: this release (or setting) does not do `line` in place
+    on: bool = True  # the setting the rescale depends on (average_tokens_across_devices), as the run sets it
+    shown: str = ""  # where `in_place` is False: the releases that do `line` in place, said
+    profile: str = ""  # a megatron-core profile (profiles.py) that rescales the returned `(loss, report)`
+
+    @property
+    def said(self) -> str:
+        """What the run does, said: "`loss /= k` with k=2", or "not `loss /= k` (accelerate 0.11–0.12 only) ..."."""
+        with_setting = f" with {self.setting}" if self.setting else ""
+        if self.in_place or not self.shown:
+            return f"`{self.line}`{with_setting}"
+        return f"not `{self.line}`{f' ({self.shown} only)' if self.shown else ''}{with_setting}"
 
     def emulated(self, why: str) -> str:
-        return f"emulated: `{self.line}`{f' with {self.setting}' if self.setting else ''}; {why}"
+        return f"emulated: {self.said}; {why}"
+
+
+def _recorded(context: str) -> tuple[str, str]:
+    """A host row's line as facts/hosts.py records it, and what it does in place ("mul" or "div")."""
+    line = facts.BY_NAME[context].operation.strip("`")
+    parsed = _in_place(line)
+    assert parsed is not None, f"facts/hosts.py's {context} line is no in-place rescale: {line}"
+    return line, parsed[0]
 
 
 # One row per context a finding can have whose host rescales a bare returned loss. `in-place-caller` is not
@@ -156,8 +227,7 @@ class Host:
 HOSTS: dict[str, Host] = {
     TRAINING_STEP: Host(
         "Trainer.training_step",
-        "loss *= self.args.gradient_accumulation_steps",
-        "mul",
+        *_recorded(TRAINING_STEP),
         STEPS,
         f"gradient_accumulation_steps={STEPS}",
         TRANSFORMERS_4_46_0,
@@ -165,8 +235,7 @@ HOSTS: dict[str, Host] = {
     ),
     COMPUTE_LOSS: Host(
         "Trainer.compute_loss",
-        "loss *= self.accelerator.num_processes",
-        "mul",
+        *_recorded(COMPUTE_LOSS),
         WORLD_SIZE,
         f"average_tokens_across_devices on, {WORLD_SIZE} processes",
         TRANSFORMERS_4_57_1,
@@ -175,8 +244,7 @@ HOSTS: dict[str, Host] = {
     ),
     ACCELERATE_BACKWARD: Host(
         "Accelerator.backward",
-        "loss /= self.gradient_accumulation_steps",
-        "div",
+        *_recorded(ACCELERATE_BACKWARD),
         STEPS,
         f"gradient_accumulation_steps={STEPS}",
         ACCELERATE_0_12_0,
@@ -184,8 +252,7 @@ HOSTS: dict[str, Host] = {
     ),
     COMPOSER: Host(
         "Composer's Trainer._train_microbatch",
-        "loss.mul_(microbatch_size / batch_size)",
-        "mul",
+        *_recorded(COMPOSER),
         MICROBATCH / BATCH,
         f"a microbatch of {MICROBATCH} in a batch of {BATCH}",
         emulated_because="no public case to run it on (Composer's trainer needs a whole ComposerModel and dataloader)",
@@ -212,26 +279,6 @@ def caller_host(step: Step) -> Host:
     return Host(where, text, op, factor, setting, emulated_because="it is the project's own code")
 
 
-# The rescales the index finds a caller doing (facts/reports.py), as the in-place tensor method each one is.
-_AUGMENTED = {type(ast.parse(f"x {op} k").body[0].op): "mul" if op == "*=" else "div" for op in RESCALING_OPERATORS}
-_METHODS = {method: method.rstrip("_") for method in RESCALING_METHODS}
-
-
-def _in_place(text: str) -> tuple[str, str] | None:
-    """``loss /= k`` or ``loss.div_(k)``: ("div", "k"); None for anything else."""
-    try:
-        [stmt] = ast.parse(text).body
-    except (SyntaxError, ValueError):
-        return None
-    if isinstance(stmt, ast.AugAssign) and type(stmt.op) in _AUGMENTED:
-        return _AUGMENTED[type(stmt.op)], ast.unparse(stmt.value)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        call = stmt.value
-        if isinstance(call.func, ast.Attribute) and call.func.attr in _METHODS and len(call.args) == 1:
-            return _METHODS[call.func.attr], ast.unparse(call.args[0])
-    return None
-
-
 def host_of(context: str, steps: Sequence[Step]) -> Host | None:
     """The host of a finding's context; None if none is known. An in-place caller's is the last step of its
     chain that is an in-place rescale (the chain ends there), else its last step."""
@@ -253,9 +300,11 @@ class Made:
     """A subject, made in the process that runs the host: the user's function as the host calls it."""
 
     returned: Any = None  # the loss it returned, which the host rescales
+    owner: type | None = None  # the class whose method it is (a Trainer subclass's `compute_loss`), made by the host
 
-    def __call__(self, handed: Any) -> Any:
-        """Run the function; ``handed``: the model's output, where the host calls it with one."""
+    def __call__(self, handed: Any, *host_args: Any, **host_kwargs: Any) -> Any:
+        """Run the function; ``handed``: the model's output, for a function of one argument; ``host_args`` and
+        ``host_kwargs``: what the host itself passes, for a function that takes them."""
         raise NotImplementedError
 
     def moved(self) -> dict[str, str]:
@@ -301,7 +350,7 @@ class _MadeProbe(Made):
         self._probe, self._taken, self._roles = probe, taken, roles
         self._execution: Any = None
 
-    def __call__(self, handed: Any) -> Any:
+    def __call__(self, handed: Any, *host_args: Any, **host_kwargs: Any) -> Any:
         execution = self._probe.execute(self._taken, self._roles)
         if execution.error is not None:
             raise execution.error
@@ -319,8 +368,9 @@ class _MadeProbe(Made):
 
 @dataclasses.dataclass
 class ModuleSubject:
-    """A function of a module file (a fixture), called with the model's output; what it keeps in containers
-    of its module or its frames is watched (captures.py's tracing)."""
+    """A function of a module file (a fixture), called as its host calls it; what it keeps in containers of its
+    module or its frames is watched (captures.py's tracing). ``function``: a name, a class whose instances are
+    called (``Criterion``), or ``Class.method`` (the host makes the instance)."""
 
     path: str
     function: str = "loss_func"
@@ -340,16 +390,36 @@ class _MadeModule(Made):
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        self._func, self._path = getattr(module, function), os.path.realpath(path)
+        found: Any = module
+        for part in function.split("."):
+            self.owner = found if isinstance(found, type) else None
+            found = getattr(found, part)
+        self._func = found() if isinstance(found, type) else found
+        self._path = os.path.realpath(path)
         self._watch = CaptureWatch()
 
-    def __call__(self, handed: Any) -> Any:
+    def __call__(self, handed: Any, *host_args: Any, **host_kwargs: Any) -> Any:
+        args, kwargs = (host_args, host_kwargs) if host_args and _takes(self._func, host_args) else ((handed,), {})
         with self._watch.tracing(self._path):
-            self.returned = self._func(handed)
-        return _loss(self.returned)
+            self.returned = self._func(*args, **kwargs)
+        returned = self.returned
+        if isinstance(returned, tuple) and len(returned) in (2, 3):
+            returned = returned[0]  # a Megatron `(loss, report)`: the schedule rescales its first element
+        return _loss(returned)
 
     def moved(self) -> dict[str, str]:
         return self._watch.moved()
+
+
+def _takes(func: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``func`` takes these positional arguments (a host's own call), not just one."""
+    import inspect
+
+    try:
+        inspect.signature(func).bind_partial(*args)
+    except TypeError:
+        return False
+    return True
 
 
 def returned_loss(returned: Any) -> Any:
@@ -394,7 +464,8 @@ def _values(tensor: Any) -> list[float] | None:
 
 def observe(made: Made, ran: str, extra_grads: Sequence[Any] = ()) -> HostRun:
     """A subject after its host ran: its kept values, its loss, its gradients and those of the host's model."""
-    return HostRun(made.moved(), _values(made.returned), [_values(g) for g in [*made.grads(), *extra_grads]], ran)
+    returned = made.returned[0] if isinstance(made.returned, tuple) else made.returned  # a `(loss, report)`'s loss
+    return HostRun(made.moved(), _values(returned), [_values(g) for g in [*made.grads(), *extra_grads]], ran)
 
 
 def emulate(host: Host, subject: Subject, why: str) -> HostRun:
@@ -407,7 +478,14 @@ def emulate(host: Host, subject: Subject, why: str) -> HostRun:
     ran = host.emulated(why)
     try:
         loss = made(base * 1.0)  # a non-leaf model output, as a host hands it
-        getattr(loss, f"{host.op}_")(host.factor)
+        if host.profile:
+            from .profiles import PROFILES
+
+            loss, _report = PROFILES[host.profile].apply(made.returned, num_microbatches=int(host.factor))
+        elif host.in_place:
+            getattr(loss, f"{host.op}_")(host.factor)
+        else:
+            loss = getattr(torch, host.op)(loss, host.factor)
         if loss.requires_grad and loss.numel() == 1:
             loss.backward()
     except Exception as exc:  # the subject's code refused; the caller says so
@@ -516,8 +594,8 @@ def install(release: Release) -> Path:
 
 
 def releases() -> list[Release]:
-    """Every pinned host release, once."""
-    return list(dict.fromkeys(host.release for host in HOSTS.values() if host.release is not None))
+    """Every host release a run may use, once: the in-place ones and those a negative's pin names."""
+    return list(RELEASES)
 
 
 def run_fixtures(
@@ -529,6 +607,124 @@ def run_fixtures(
     if host is None:
         raise ValueError(f"no host runs the context {context!r}")
     return run_under_host(host, [ModuleSubject(path) for path in paths], install_missing)
+
+
+# Which release runs: the one a project's own pin names (a negative), or the first that rescales in place (its twin).
+
+MEGATRON = facts.MEGATRON.name
+# Megatron's runs: num_microbatches 2, through the profile (profiles.py) of the release.
+NUM_MICROBATCHES = 2
+
+
+def _candidates(distribution: str) -> list[str]:
+    """The releases of ``distribution`` a run can use: installable ones, or megatron-core's profiled ones."""
+    if distribution == facts.MEGATRON.distribution:
+        from .profiles import PROFILES
+
+        return sorted({v for profile in PROFILES.values() for v in profile.pinned_to}, key=key)
+    return sorted((r.version for r in RELEASES if r.dist == distribution), key=key)
+
+
+def _lowest(distribution: str, wanted: Versions) -> str | None:
+    """The lowest release of ``distribution`` a run can use that ``wanted`` allows."""
+    return next((v for v in _candidates(distribution) if relation(allowed(f"=={v}"), wanted) != "excludes"), None)
+
+
+def _declared(path: str, distribution: str) -> tuple[Versions, int]:
+    """The releases of ``distribution`` the project of ``path`` allows in its own files (index/releases.py reads
+    them; the install beside the linter does not count), empty where it declares none; and how deep the directory
+    declaring them is (the nearest to ``path`` is the one meant)."""
+    found, files = declarations(path, distribution)
+    found = tuple(d for d in found if d.where != "installed")
+    if not found:
+        return (), -1
+    # The directories are read from `path` upwards, so the declaring file is the last read with its name.
+    where = next(f for f in reversed(files) if f.replace(os.sep, "/").endswith("/" + found[0].where))
+    return tuple(interval for d in found for interval in d.versions), where.count(os.sep)
+
+
+def under(context: str, version: str, on: bool = True) -> Host:
+    """The host of ``context`` as ``version`` of its distribution runs it, its setting ``on`` or off: real where the
+    release is installable, else (megatron-core) its profile. In place only where facts/hosts.py says so."""
+    row = facts.BY_NAME[context]
+    rescales = relation(allowed(f"=={version}"), any_of(row.releases)) != "excludes"
+    if row.setting is not None and row.setting.off_stops_it and not on:
+        rescales = False
+    if context == MEGATRON:
+        from .profiles import profile_for_release
+
+        profile = profile_for_release(version)
+        divided = "output_tensor /= num_microbatches" if profile.in_place else "output_tensor / num_microbatches"
+        return Host(
+            "megatron-core's schedule",
+            divided,
+            "div",
+            NUM_MICROBATCHES,
+            f"num_microbatches={NUM_MICROBATCHES}",
+            emulated_because=f"megatron-core {version} as profiles.py's profile {profile.name} has it ({profile.description})",
+            in_place=profile.in_place,
+            profile=profile.name,
+        )
+    base = HOSTS[context]
+    release = next((r for r in RELEASES if (r.dist, r.version) == (row.distribution, version)), None)
+    if release is None:
+        raise ValueError(f"no installable {row.distribution} {version} (harness/hosts.py RELEASES)")
+    setting = base.setting if on else f"{row.setting.name if row.setting else 'its setting'}=False"
+    return dataclasses.replace(base, release=release, in_place=rescales, on=on, shown=row.shown, setting=setting)
+
+
+def out_of_place(name: str, in_place: bool = False) -> Host:
+    """A host that rescales out of place (facts.OUT_OF_PLACE), its own release running its line; ``in_place``: the
+    line made in place (``/=``) in that release's process, to show a kept alias would move under it."""
+    row = facts.OUT_OF_PLACE_BY_NAME[name]
+    release = next(r for r in RELEASES if r.dist == row.distribution)
+    assign = ast.parse(row.operation.strip("`")).body[0]
+    assert isinstance(assign, ast.Assign) and isinstance(assign.value, ast.BinOp)
+    target, operand = ast.unparse(assign.targets[0]), ast.unparse(assign.value.right)
+    line = f"{target} /= {operand}" if in_place else row.operation.strip("`")
+    made_in_place = ", made in place here (emulated: no release does it)" if in_place else ""
+    return Host(
+        row.receives,
+        line,
+        "div",
+        STEPS,
+        f"{row.factor}={STEPS}{made_in_place}",
+        release,
+        driver=name,
+        in_place=in_place,
+    )
+
+
+def for_project(path: str) -> tuple[str, Host]:
+    """The host of the project of ``path`` as its own pin and settings have it: the host row (or out-of-place host)
+    whose distribution it declares, a row whose setting it sets first; the lowest release its pin allows. And the
+    row's name."""
+    rows: list[facts.Host | facts.OutOfPlace] = [*facts.HOSTS, *facts.OUT_OF_PLACE]
+    depth = {row.name: _declared(path, row.distribution)[1] for row in rows}
+    nearest = max(depth.values())
+    if nearest < 0:
+        raise ValueError(f"the project of {path} declares no host's distribution")
+    rows = [row for row in rows if depth[row.name] == nearest]
+    if isinstance(rows[0], facts.OutOfPlace):
+        return rows[0].name, out_of_place(rows[0].name)
+    hosted = [row for row in rows if isinstance(row, facts.Host)]
+    set_here = [row for row in hosted if row.setting is not None and project_setting(path, row.setting.name)]
+    row = (set_here or hosted)[0]
+    version = _lowest(row.distribution, _declared(path, row.distribution)[0])
+    if version is None:
+        raise ValueError(f"the project of {path} pins no {row.distribution} release a run can use")
+    value = project_setting(path, row.setting.name) if row.setting is not None else None
+    return row.name, under(row.name, version, on=value is None or value[1])
+
+
+def in_place_twin(name: str) -> Host:
+    """The host ``name`` as its first in-place release runs it, its setting on (a negative's positive twin)."""
+    if name in facts.OUT_OF_PLACE_BY_NAME:
+        return out_of_place(name, in_place=True)
+    row = facts.BY_NAME[name]
+    version = _lowest(row.distribution, any_of(row.releases))
+    assert version is not None, f"no release of {row.distribution} in {row.releases} to run"
+    return under(name, version)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

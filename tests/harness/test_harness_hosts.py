@@ -89,7 +89,7 @@ def test_composer_is_emulated_and_says_why() -> None:
     assert verdict.confirmed, verdict.detail
     assert verdict.detail.startswith(
         "self.last_loss 0.8438 -> 0.4219 (×0.50) after Composer's Trainer._train_microbatch (emulated: "
-        "`loss.mul_(microbatch_size / batch_size)` with a microbatch of 2 in a batch of 4; no public case to run it on"
+        "`microbatch_loss.mul_(microbatch_size / batch_size)` with a microbatch of 2 in a batch of 4; no public case to run it on"
     )
 
 
@@ -181,3 +181,48 @@ def test_an_in_place_callers_host_is_the_rescale_its_chain_names() -> None:
     host = hosts.host_of(IN_PLACE_CALLER, steps)
     assert host is not None and (host.name, host.line) == (f"the caller at {OWN_LOOP}:18", "loss /= accum")
     assert hosts.host_of("unreached", steps) is None
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> str:
+    (tmp_path / ".git").mkdir()  # the project's root
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return str(tmp_path / "loss.py")
+
+
+@pytest.mark.parametrize(
+    ("files", "name", "release", "in_place", "on"),
+    [
+        ({"requirements.txt": "accelerate>=0.13\n"}, hosts.ACCELERATE_BACKWARD, "accelerate 0.13.0", False, True),
+        ({"requirements.txt": "accelerate<0.13\n"}, hosts.ACCELERATE_BACKWARD, "accelerate 0.12.0", True, True),
+        ({"requirements.txt": "transformers==4.57.1\n"}, hosts.TRAINING_STEP, "transformers 4.57.1", False, True),
+        (
+            {"requirements.txt": "transformers==4.57.1\n", "train.py": "a = A(average_tokens_across_devices=False)\n"},
+            hosts.COMPUTE_LOSS,
+            "transformers 4.57.1",
+            False,
+            False,
+        ),
+        ({"requirements.txt": "transformers>=4.54\n"}, hosts.TRAINING_STEP, "transformers 4.57.1", False, True),
+        ({"requirements.txt": "lightning==2.4.0\n"}, "lightning", "lightning 2.4.0", False, True),
+    ],
+)
+def test_the_host_a_project_runs_is_read_from_its_pin(
+    tmp_path: Path, files: dict[str, str], name: str, release: str, in_place: bool, on: bool
+) -> None:
+    found, host = hosts.for_project(_project(tmp_path, files))
+    assert (found, str(host.release), host.in_place, host.on) == (name, release, in_place, on)
+
+
+def test_megatron_before_0_7_runs_its_profile_out_of_place(tmp_path: Path) -> None:
+    name, host = hosts.for_project(_project(tmp_path, {"requirements.txt": "megatron-core>=0.5,<0.7\n"}))
+    assert (name, host.profile, host.in_place, host.release) == (hosts.MEGATRON, "0.6", False, None)
+    twin = hosts.in_place_twin(name)
+    assert (twin.profile, twin.in_place, twin.line) == ("0.7", True, "output_tensor /= num_microbatches")
+
+
+def test_each_hosts_line_is_the_one_facts_records() -> None:
+    from flux_alias_lint.facts.hosts import BY_NAME
+
+    for context, host in hosts.HOSTS.items():
+        assert f"`{host.line}`" == BY_NAME[context].operation
