@@ -635,12 +635,12 @@ def _declared(path: str, distribution: str) -> tuple[Versions, int]:
     them; the install beside the linter does not count), empty where it declares none; and how deep the directory
     declaring them is (the nearest to ``path`` is the one meant)."""
     found, files = declarations(path, distribution)
-    found = tuple(d for d in found if d.where != "installed")
-    if not found:
+    lines = () if found is None else tuple(d for d in found.lines if d.where != "installed")
+    if found is None or not lines:
         return (), -1
     # The directories are read from `path` upwards, so the declaring file is the last read with its name.
-    where = next(f for f in reversed(files) if f.replace(os.sep, "/").endswith("/" + found[0].where))
-    return tuple(interval for d in found for interval in d.versions), where.count(os.sep)
+    where = next(f for f in reversed(files) if f.replace(os.sep, "/").endswith("/" + lines[0].where))
+    return found.versions, where.count(os.sep)
 
 
 def under(context: str, version: str, on: bool = True) -> Host:
