@@ -264,3 +264,30 @@ def test_defaults_star_imports_registries_passed_in_and_aliases_called(tmp_path:
     assert graph["run.pick"] == ["ops.total"]
     assert graph["run.drive"] == ["ops.total"]
     assert graph["run"] == ["run.apply", "run.drive", "run.pick"]
+
+
+def test_a_name_is_its_last_assignment_before_the_use_in_straight_line_code(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                run = first
+                run = second
+                run()
+                run = third
+                def later():
+                    run()
+                pick = second
+                if later:
+                    pick = third
+                pick()
+            """
+        },
+    )
+    # `run()` at module level: only `second` (the last before it); in `later`, run after the module's
+    # code, any; `pick` is bound in a branch: either.
+    assert graph["app"] == ["app.second", "app.third"]
+    assert graph["app.later"] == ["app.first", "app.second", "app.third"]

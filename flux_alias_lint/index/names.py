@@ -42,6 +42,7 @@ class Names(Modules):
         self._imported: dict[int, dict[str, list[tuple[str, int]]]] = {}  # `_imports`, by module
         self._bound: dict[int, tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]] = {}  # `_bindings`
         self._found: dict[tuple[str, str, int], str | None] = {}  # `_find`
+        self._straight: dict[int, dict[str, list[tuple[int, int]]]] = {}  # `_in_order`, by function
 
     def _find(self, importer: str, dotted: str, level: int) -> str | None:
         """`files.find_module`, asked once for each question (it stats the directories above)."""
@@ -51,18 +52,31 @@ class Names(Modules):
         return self._found[key]
 
     def _named(
-        self, module: Symbols, scope: list[ast.AST], name: str, kinds: tuple[type, ...] = _CALLABLE_VALUES
+        self,
+        module: Symbols,
+        scope: list[ast.AST],
+        name: str,
+        kinds: tuple[type, ...] = _CALLABLE_VALUES,
+        at: ast.expr | None = None,
     ) -> tuple[list[ast.AST], list[ast.expr]]:
         """What `name` means in the innermost function of `scope` (or the module) that binds it: every
         def of it there (each branch of an `if` may define its own), else every value of `kinds`
         assigned to it (a lambda, a call such as a partial, a name or attribute, a conditional of
         them: each branch may assign its own). A class body is no enclosing scope of its methods:
-        `name` there is not `self.name`."""
-        for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
+        `name` there is not `self.name`. Read at `at` in the function's own straight-line code (every
+        binding of `name` a statement of its body, none in a branch or loop), only the last assignment
+        before `at`: an overwritten value is not what the name holds."""
+        functions = [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]
+        for function in functions:
             defs, assigned = self._bindings(function)
             if name in defs:
                 return defs[name], []
-            values = [value for value in assigned.get(name, ()) if isinstance(value, kinds)]
+            values = assigned.get(name, [])
+            ends = self._in_order(function).get(name) if at is not None and function is functions[0] else None
+            if ends is not None and hasattr(at, "lineno"):
+                before = [v for v, end in zip(values, ends, strict=True) if end <= (at.lineno, at.col_offset)]
+                values = before[-1:]
+            values = [value for value in values if isinstance(value, kinds)]
             if values:
                 return [], values
             if not isinstance(function, ast.Module) and name in parameters(function):
@@ -83,6 +97,31 @@ class Names(Modules):
                         for name, value in _unpacked(target, stmt.value):
                             assigned.setdefault(name, []).append(value)
             found = self._bound[id(function)] = (defs, assigned)
+        return found
+
+    def _in_order(self, function: ast.AST) -> dict[str, list[tuple[int, int]]]:
+        """The names every binding of which in `function`'s own code is a plain assignment, a statement
+        of its body (so each runs once, in order), with where each of `_bindings`' values of it ends.
+        A module's name declared `global` in a function is not among them."""
+        found = self._straight.get(id(function))
+        if found is None:
+            body = function.body if isinstance(function.body, list) else []
+            top: dict[str, list[tuple[int, int]]] = {}
+            for stmt in body:
+                if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+                    for target in stmt.targets:
+                        top.setdefault(target.id, []).append((stmt.end_lineno, stmt.end_col_offset))
+            stores: dict[str, int] = {}
+            for node in body_walk(function):
+                if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                    stores[node.id] = stores.get(node.id, 0) + 1
+            others = bound_names(n for n in body_walk(function) if not isinstance(n, ast.Name))
+            if isinstance(function, ast.Module):
+                others |= {n for node in ast.walk(function) if isinstance(node, ast.Global) for n in node.names}
+            else:
+                others |= {n for node in body_walk(function) if isinstance(node, ast.Nonlocal) for n in node.names}
+            found = {n: ends for n, ends in top.items() if stores.get(n) == len(ends) and n not in others}
+            self._straight[id(function)] = found
         return found
 
     def _dotted(self, importer: Symbols, dotted: str, level: int, depth: int) -> Iterator[Value]:

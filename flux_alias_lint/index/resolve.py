@@ -127,7 +127,7 @@ class Resolver(Calls):
     def _name(self, module: Symbols, scope: list[ast.AST], node: ast.Name, depth: int) -> Iterator[Value]:
         """A closure, a name bound to a callable in an enclosing function or the module, a parameter
         (what the callers pass), a module-level def, an import."""
-        defs, values = self._named(module, scope, node.id)
+        defs, values = self._named(module, scope, node.id, at=node)
         if defs:
             yield from (Value(module, d) for d in defs)
             return
