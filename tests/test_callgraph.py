@@ -291,3 +291,27 @@ def test_a_name_is_its_last_assignment_before_the_use_in_straight_line_code(tmp_
     # code, any; `pick` is bound in a branch: either.
     assert graph["app"] == ["app.second", "app.third"]
     assert graph["app.later"] == ["app.first", "app.second", "app.third"]
+
+
+def test_a_dict_read_in_straight_line_code_holds_the_last_store_of_each_key(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                table = {"a": first, "b": first}
+                table["a"] = second
+                table["a"]()
+                table.update({"b": third})
+                table["b"]()
+                def later():
+                    table["a"]()
+            """
+        },
+    )
+    # At module level, `table["a"]` is `second` (stored over `first`) and `table["b"]` is `third`
+    # (`update`, after the first read); in `later`, run after the module's code, any store.
+    assert graph["app"] == ["app.second", "app.third"]
+    assert graph["app.later"] == ["app.first", "app.second"]

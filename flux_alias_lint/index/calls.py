@@ -128,16 +128,55 @@ class Calls(Classes):
             if target is not None and target is not module:
                 yield from self._filed(target, [], ast.Name(there, ast.Load()), depth + 1, key)
                 return
+        stores = self._subscript_stores(module).get(name, [])
+        filed = self._filed_in_order(module, scope, registry, stores)
+        if filed is not None:  # straight-line code: what the last store of each key left
+            for stmt, element in _entries_at(filed, key):
+                for found in self._values(module, scope, element, depth):
+                    yield found._replace(steps=(*found.steps, self._step(module, stmt, f"filed into {name}")))
+            return
         for value in values:
             for element in _entries(value, key):
                 yield from self._values(module, scope, element, depth)
-        for inner, stmt in self._subscript_stores(module).get(name, ()):
+        for inner, stmt in stores:
             if not _may_equal(key, stmt.targets[0]):
                 continue
             step = self._step(module, stmt, f"filed into {name}")
             for found in self._values(module, inner, stmt.value, depth):
                 yield found._replace(steps=(*found.steps, step))
         yield from (Value(m, f) for m, f in self._registered(module, name, depth))
+
+    def _filed_in_order(
+        self, module: Symbols, scope: list[ast.AST], registry: ast.Name, stores: list[tuple[list[ast.AST], ast.Assign]]
+    ) -> list[tuple[ast.stmt, dict[object, ast.expr]]] | None:
+        """The dict `registry` holds where it is read, when the function reading it (or the module)
+        binds it to a display and stores into it (`d[k] = f`, `d.update({k: f})`) only in statements
+        of its own body, each under a constant key, and no decorator files into it: the statements
+        before the read that bind or store, each with what it files by key (a binding: a new dict).
+        None where the order cannot tell (the stores of any other scope, a branch, a loop)."""
+        function = next((f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree)
+        name = registry.id
+        ends = self._in_order(function).get(name)
+        if ends is None or not hasattr(registry, "lineno") or self._registered(module, name, 0):
+            return None
+        body = function.body if isinstance(function.body, list) else []
+        changes = [s for s in body if _binds_or_stores(s, name)]
+        mutations = [n for n in body_walk(function) if _stores_into(n, name)]
+        if len(mutations) != sum(
+            not isinstance(s, ast.Assign) or isinstance(s.targets[0], ast.Subscript) for s in changes
+        ):
+            return None
+        if any(inner[-1:] != ([function] if function is not module.tree else []) for inner, _ in stores):
+            return None
+        filed = []
+        for stmt in changes:
+            if (stmt.end_lineno, stmt.end_col_offset) > (registry.lineno, registry.col_offset):
+                break
+            entries = _constant_entries(stmt, name)
+            if entries is None:
+                return None
+            filed.append((stmt, entries))
+        return filed
 
     def _subscript_stores(self, module: Symbols) -> dict[str, list[tuple[list[ast.AST], ast.Assign]]]:
         """The statements `name[key] = value` of `module`, by `name`, with their scopes (one walk)."""
@@ -233,6 +272,60 @@ def _entries(display: ast.expr, key: ast.expr | None) -> list[ast.expr]:
     if type(index) is int and not any(isinstance(e, ast.Starred) for e in display.elts):
         return display.elts[index : index + 1] if -len(display.elts) <= index < len(display.elts) else []
     return list(display.elts)
+
+
+def _binds_or_stores(stmt: ast.stmt, name: str) -> bool:
+    """Whether `stmt` is `name = ...`, `name[k] = ...` or `name.update(...)`."""
+    if isinstance(stmt, ast.Assign):
+        target = stmt.targets[0]
+        target = target.value if isinstance(target, ast.Subscript) else target
+        return len(stmt.targets) == 1 and isinstance(target, ast.Name) and target.id == name
+    return isinstance(stmt, ast.Expr) and _stores_into(stmt.value, name)
+
+
+def _stores_into(node: ast.AST, name: str) -> bool:
+    """Whether `node` is a store `name[k] = ...` or a call `name.update(...)`."""
+    if isinstance(node, ast.Assign):
+        return any(
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name for t in node.targets
+        )
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "update"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == name
+    )
+
+
+def _constant_entries(stmt: ast.stmt, name: str) -> dict[object, ast.expr] | None:
+    """What a binding or store of `name` files, by constant key (None if a key is no constant, or
+    the value bound no dict display)."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+        key = stmt.targets[0].slice
+        return {_key(key): stmt.value} if isinstance(key, ast.Constant) else None
+    display = stmt.value if isinstance(stmt, ast.Assign) else (stmt.value.args or [None])[0]
+    if not isinstance(display, ast.Dict) or not all(isinstance(k, ast.Constant) for k in display.keys):
+        return None
+    return {_key(k): v for k, v in zip(display.keys, display.values, strict=True)}
+
+
+def _key(key: ast.Constant) -> object:
+    return (type(key.value), key.value)
+
+
+def _entries_at(
+    filed: list[tuple[ast.stmt, dict[object, ast.expr]]], key: ast.expr | None
+) -> list[tuple[ast.stmt, ast.expr]]:
+    """The entries `d[key]` may be, `filed` the statements before it binding (a new dict) or storing."""
+    held: dict[object, tuple[ast.stmt, ast.expr]] = {}
+    for stmt, entries in filed:
+        if isinstance(stmt, ast.Assign) and not isinstance(stmt.targets[0], ast.Subscript):
+            held = {}
+        held.update({k: (stmt, v) for k, v in entries.items()})
+    if isinstance(key, ast.Constant):
+        return [held[_key(key)]] if _key(key) in held else []
+    return list(held.values())
 
 
 def _may_equal(key: ast.expr | None, target: ast.expr) -> bool:
