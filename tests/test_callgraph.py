@@ -315,3 +315,34 @@ def test_a_dict_read_in_straight_line_code_holds_the_last_store_of_each_key(tmp_
     # (`update`, after the first read); in `later`, run after the module's code, any store.
     assert graph["app"] == ["app.second", "app.third"]
     assert graph["app.later"] == ["app.first", "app.second"]
+
+
+def test_a_decorated_def_is_what_its_decorators_return(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                import functools
+                def outer(f):
+                    def wrapper():
+                        return f()
+                    return wrapper
+                def passing(f):
+                    f()
+                    return f
+                @outer
+                @passing
+                def work(): pass
+                @functools.lru_cache
+                def cached(): pass
+                def run():
+                    work()
+                    cached()
+            """
+        },
+    )
+    # `work` is `outer`'s wrapper, which calls what `passing` returned: `work` itself, which
+    # `passing` calls too; a decorator not of the project leaves the def as it is.
+    assert graph["app.run"] == ["app.cached", "app.outer.wrapper"]
+    assert graph["app.outer.wrapper"] == ["app.work"]
+    assert graph["app.passing"] == ["app.work"]

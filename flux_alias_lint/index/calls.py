@@ -27,6 +27,18 @@ class Calls(Classes):
         super().__init__(roots)
         self._calls: dict[int, dict[str, list[_Call]]] = {}  # `_calls_named`, by module
         self._filings: dict[int, dict[str, list[tuple[list[ast.AST], ast.Assign]]]] = {}
+        # A decorated def, by id: the calls its decorators make of it (`_application`).
+        self._applications: dict[int, ast.Call] = {}
+
+    def _decorated_value(self, module: Symbols, scope: list[ast.AST], function: ast.AST, depth: int) -> list[Value]:
+        """What a def of `scope` binds its name to: the def, or what its decorators return when they
+        are functions of the project returning a function (a wrapper, the def passed through); the
+        def where they are not (`functools.lru_cache`, a decorator returning an object)."""
+        if not getattr(function, "decorator_list", None):
+            return [Value(module, function)]
+        self._calls_named(module)
+        made = self._values(module, scope, self._applications[id(function)], depth)
+        return made or [Value(module, function)]
 
     def _passed(self, module: Symbols, scope: list[ast.AST], parameter: str, depth: int) -> Iterator[Value]:
         """What the calls of `scope[-1]` pass as its `parameter` (by position or keyword). A nested
@@ -82,11 +94,13 @@ class Calls(Classes):
         paths = self._mentioning(module.path, f"{function.name}(")
         partials = set(self._mentioning(module.path, "partial("))
         paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
+        paths += self._mentioning(module.path, f"@{function.name}")  # applied as a decorator
         return [p for p in dict.fromkeys(paths) if p != module.path]
 
     def _calls_named(self, module: Symbols) -> dict[str, list[_Call]]:
         """The calls of `module` (and the partials binding a function) by the last name of the function
         called: (the scope of the call, the call, the function, positional and keyword arguments).
+        A decorator is called on what the decorators below it made of the def (`_applications`).
         Read once a module: `_calls_of` asks it for every parameter it follows."""
         calls = self._calls.get(id(module))
         if calls is None:
@@ -94,6 +108,13 @@ class Calls(Classes):
             for scope, node in [*module.scoped, ([], module.tree)]:
                 inner = [*scope, node] if not isinstance(node, ast.Module) else scope
                 for call in body_walk(node):
+                    if isinstance(call, _FUNCTIONS) and call.decorator_list:
+                        self._applications[id(call)] = applied = _application(call)
+                        for made in _nested_calls(applied):
+                            if last_name(made.func) is not None:
+                                calls.setdefault(last_name(made.func), []).append(
+                                    (inner, made, made.func, made.args, {})
+                                )
                     if isinstance(call, ast.Call):
                         head, given, keywords = _applied(call)
                         name = last_name(head)
@@ -252,6 +273,21 @@ class Calls(Classes):
 
 # What a registry's name may be bound to (`Resolver._filed`).
 _REGISTRIES = (ast.Dict, ast.List, ast.Tuple)
+
+
+def _application(function: ast.AST) -> ast.Call:
+    """The calls the decorators of `function` make, as a nested call: `@a @b def f` is `a(b(f))`, each
+    call where its decorator is written."""
+    made: ast.expr = function
+    for decorator in reversed(function.decorator_list):
+        made = ast.copy_location(ast.Call(func=decorator, args=[made], keywords=[]), decorator)
+    return made
+
+
+def _nested_calls(call: ast.Call) -> Iterator[ast.Call]:
+    while isinstance(call, ast.Call):
+        yield call
+        call = call.args[0]
 
 
 def _aliases(assigned: dict[str, list[ast.expr]], name: str) -> list[str]:

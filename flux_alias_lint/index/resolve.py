@@ -24,7 +24,7 @@ import ast
 from collections.abc import Iterator
 
 from .calls import Calls
-from .names import _DEPTH, Found, Value, _bound_locally, _enclosing_class, _parameter_owner, imported_from
+from .names import _DEPTH, _FUNCTIONS, Found, Value, _bound_locally, _enclosing_class, _parameter_owner, imported_from
 from .nodes import body_walk, is_self_attribute, last_name
 from .symbols import Symbols
 
@@ -79,7 +79,9 @@ class Resolver(Calls):
         return found
 
     def _compute(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int) -> Iterator[Value]:
-        if isinstance(node, ast.Lambda):
+        if isinstance(node, _FUNCTIONS):  # a def a decorator is called on (`Calls._application`)
+            yield Value(module, node)
+        elif isinstance(node, ast.Lambda):
             yield Value(module, node)
             if isinstance(node.body, ast.Call):
                 yield from self._values(module, scope, node.body.func, depth)
@@ -129,7 +131,8 @@ class Resolver(Calls):
         (what the callers pass), a module-level def, an import."""
         defs, values = self._named(module, scope, node.id, at=node)
         if defs:
-            yield from (Value(module, d) for d in defs)
+            for d in defs:
+                yield from self._decorated_value(module, module.scope_of(d)[:-1], d, depth)
             return
         if values:
             for value in values:
