@@ -346,3 +346,29 @@ def test_a_decorated_def_is_what_its_decorators_return(tmp_path: Path) -> None:
     assert graph["app.run"] == ["app.cached", "app.outer.wrapper"]
     assert graph["app.outer.wrapper"] == ["app.work"]
     assert graph["app.passing"] == ["app.work"]
+
+
+def test_a_class_through_an_assigned_name_or_nested_in_another(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                class Outer:
+                    class Inner(Exception):
+                        def __init__(self): pass
+                        def run(self): pass
+                class Sub(Outer.Inner):
+                    pass
+                Kind = Outer
+                def make():
+                    Kind.Inner().run()
+                def fail():
+                    raise Outer.Inner
+                def derived():
+                    Sub().run()
+            """
+        },
+    )
+    assert graph["app.make"] == ["app.Outer.Inner.__init__", "app.Outer.Inner.run"]
+    assert graph["app.fail"] == ["app.Outer.Inner.__init__"]
+    assert graph["app.derived"] == ["app.Outer.Inner.__init__", "app.Outer.Inner.run"]

@@ -169,15 +169,34 @@ class Names(Modules):
 
     def _classes(self, module: Symbols, node: ast.expr, depth: int = 0) -> list[tuple[Symbols, ast.ClassDef]]:
         """The class of the project `node` (`Name`, `alias.Name`) names, if it names one, through
-        imports and re-exports (`from .strategy import Strategy` in a package's `__init__`)."""
+        imports and re-exports (`from .strategy import Strategy` in a package's `__init__`), a module's
+        name assigned a class (`Kind = Strategy`), a class nested in one (`Outer.Inner`)."""
         if isinstance(node, ast.Name) and node.id in module.classes:
             return [(module, module.classes[node.id])]
         if isinstance(node, ast.Name):  # each branch may import its own class under one name
-            return [
+            imported = [
                 c
                 for dotted, level in self._imports(module).get(node.id, ())
                 for c in self._class_at(module, dotted, level, depth)
             ]
+            if imported or depth >= _DEPTH:
+                return imported
+            assigned = self._bindings(module.tree)[1].get(node.id, ())
+            return [
+                c
+                for v in assigned
+                if isinstance(v, (ast.Name, ast.Attribute))
+                for c in self._classes(module, v, depth + 1)
+            ]
+        if isinstance(node, ast.Attribute) and depth < _DEPTH:
+            nested = [
+                (m, inner)
+                for m, cls in self._classes(module, node.value, depth + 1)
+                for inner in cls.body
+                if isinstance(inner, ast.ClassDef) and inner.name == node.attr
+            ]
+            if nested:
+                return nested
         dotted = imported_from(module, node)
         if "." not in dotted:
             return []
