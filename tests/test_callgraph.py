@@ -372,3 +372,29 @@ def test_a_class_through_an_assigned_name_or_nested_in_another(tmp_path: Path) -
     assert graph["app.make"] == ["app.Outer.Inner.__init__", "app.Outer.Inner.run"]
     assert graph["app.fail"] == ["app.Outer.Inner.__init__"]
     assert graph["app.derived"] == ["app.Outer.Inner.__init__", "app.Outer.Inner.run"]
+
+
+def test_a_registry_read_under_a_parameter_every_call_passes_a_constant_for(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                def pick(key, other="b"):
+                    fns[key]()
+                    table[other]()
+                def any_of(key):
+                    fns[key]()
+                fns = [first, second, third]
+                table = {"a": first, "b": second, "c": third}
+                pick(1)
+                pick(1, "a")
+                any_of(len(fns))
+            """
+        },
+    )
+    # `key` is 1 and `other` "b" (its default) or "a"; `any_of`'s key is no constant: any.
+    assert graph["app.pick"] == ["app.first", "app.second"]
+    assert graph["app.any_of"] == ["app.first", "app.second", "app.third"]

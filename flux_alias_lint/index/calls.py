@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from .classes import Classes
-from .names import _FUNCTIONS, Found, Value, _bound_locally, _parameter_owner
+from .names import _FUNCTIONS, Found, Value, _bound_locally, _default, _parameter_owner
 from .nodes import body_walk, last_name, parameters, positional
 from .reach import MEGATRON, Reach, Step
 from .symbols import Symbols
@@ -128,8 +128,13 @@ class Calls(Classes):
         """The functions filed into `registry` (a name, maybe imported): the elements of the dict, list
         or tuple it is bound to, what is stored into it (`LOSSES[name] = fn`), and what a decorator
         files into it. A constant `key` (`LOSSES["ce"]`, `fns[0]`) keeps the entries filed under a key
-        that may equal it."""
+        that may equal it, and so does a parameter every call of its function passes a constant for."""
         if not isinstance(registry, ast.Name):
+            return
+        keys = self._constants_passed(module, scope, key, depth) if isinstance(key, ast.Name) else None
+        if keys:
+            for constant in keys:
+                yield from self._filed(module, scope, registry, depth + 1, constant)
             return
         name = registry.id
         _, values = self._named(module, scope, name, _REGISTRIES)
@@ -166,6 +171,17 @@ class Calls(Classes):
             for found in self._values(module, inner, stmt.value, depth):
                 yield found._replace(steps=(*found.steps, step))
         yield from (Value(m, f) for m, f in self._registered(module, name, depth))
+
+    def _constants_passed(self, module: Symbols, scope: list[ast.AST], key: ast.Name, depth: int) -> list[ast.expr]:
+        """The constants the calls of the function whose parameter `key` is pass for it, and its default
+        (none unless every one is a constant)."""
+        owner = _parameter_owner(scope, key.id) if self._follow_parameters else None
+        if owner is None:
+            return []
+        passed = [p for *_, p in self._calls_of(module, scope[: scope.index(owner) + 1], key.id, depth, bounded=True)]
+        default = _default(owner, key.id)  # what the calls passing nothing get
+        passed += [default] if default is not None else []
+        return passed if all(isinstance(p, ast.Constant) for p in passed) else []
 
     def _filed_in_order(
         self, module: Symbols, scope: list[ast.AST], registry: ast.Name, stores: list[tuple[list[ast.AST], ast.Assign]]

@@ -261,6 +261,16 @@ def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
     return stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
 
 
+def _default(function: ast.AST, name: str) -> ast.expr | None:
+    """The default value of `function`'s parameter `name`, if it has one."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    for arg, value in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
+        if arg.arg == name:
+            return value
+    return next((v for a, v in zip(args.kwonlyargs, args.kw_defaults, strict=True) if a.arg == name), None)
+
+
 def _arguments(function: ast.AST) -> list[ast.arg]:
     args = function.args
     return [*args.posonlyargs, *args.args, *args.kwonlyargs]

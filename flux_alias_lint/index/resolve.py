@@ -24,7 +24,17 @@ import ast
 from collections.abc import Iterator
 
 from .calls import Calls
-from .names import _DEPTH, _FUNCTIONS, Found, Value, _bound_locally, _enclosing_class, _parameter_owner, imported_from
+from .names import (
+    _DEPTH,
+    _FUNCTIONS,
+    Found,
+    Value,
+    _bound_locally,
+    _default,
+    _enclosing_class,
+    _parameter_owner,
+    imported_from,
+)
 from .nodes import body_walk, is_self_attribute, last_name
 from .symbols import Symbols
 
@@ -204,16 +214,6 @@ def _chain(node: ast.expr) -> tuple[str, str]:
     if not isinstance(node, ast.Name):
         return "", ""
     return node.id, ".".join([node.id, *reversed(names)])
-
-
-def _default(function: ast.AST, name: str) -> ast.expr | None:
-    """The default value of `function`'s parameter `name`, if it has one."""
-    args = function.args
-    positional = [*args.posonlyargs, *args.args]
-    for arg, value in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
-        if arg.arg == name:
-            return value
-    return next((v for a, v in zip(args.kwonlyargs, args.kw_defaults, strict=True) if a.arg == name), None)
 
 
 def _callable_value(node: ast.expr) -> bool:
