@@ -398,3 +398,25 @@ def test_a_registry_read_under_a_parameter_every_call_passes_a_constant_for(tmp_
     # `key` is 1 and `other` "b" (its default) or "a"; `any_of`'s key is no constant: any.
     assert graph["app.pick"] == ["app.first", "app.second"]
     assert graph["app.any_of"] == ["app.first", "app.second", "app.third"]
+
+
+def test_map_and_filter_call_the_functions_passed_unless_the_project_binds_the_name(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def double(x): return 2 * x
+                def keep(x): return x
+                def run(xs):
+                    return list(filter(keep, map(double, xs)))
+            """,
+            "other.py": """
+                def map(f, xs): return xs
+                def double(x): return 2 * x
+                def run(xs):
+                    return map(double, xs)
+            """,
+        },
+    )
+    assert graph["app.run"] == ["app.double", "app.keep"]
+    assert graph["other.run"] == ["other.map"]
