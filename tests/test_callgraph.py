@@ -420,3 +420,37 @@ def test_map_and_filter_call_the_functions_passed_unless_the_project_binds_the_n
     )
     assert graph["app.run"] == ["app.double", "app.keep"]
     assert graph["other.run"] == ["other.map"]
+
+
+def test_a_for_target_is_an_element_of_what_is_iterated(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                def produce():
+                    yield first
+                class Steps:
+                    def __iter__(self):
+                        return self
+                    def __next__(self):
+                        return second
+                def run():
+                    for f in produce():
+                        f()
+                    for g in Steps():
+                        g()
+                    [h() for h in (third,)]
+            """
+        },
+    )
+    assert graph["app.run"] == [
+        "app.Steps.__iter__",
+        "app.Steps.__next__",
+        "app.first",
+        "app.produce",
+        "app.second",
+        "app.third",
+    ]

@@ -16,7 +16,7 @@ from .reach import Step
 from .symbols import Symbols, _imports_of
 
 # What a name bound to a loss function may be assigned (`_named`).
-_CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, ast.Subscript, ast.BoolOp)
+_CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, ast.Subscript, ast.BoolOp, ast.Starred)
 # How many steps of resolution one expression may take (names, attributes, calls, parameters).
 _DEPTH = 6
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -84,7 +84,8 @@ class Names(Modules):
         return [], []
 
     def _bindings(self, function: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]:
-        """The defs of `function`'s own body and the values assigned to its names, by name (one walk)."""
+        """The defs of `function`'s own body and the values assigned to its names, by name (one walk);
+        a `for` target's value is `*iterated` (an `ast.Starred`): an element of it."""
         found = self._bound.get(id(function))
         if found is None:
             defs: dict[str, list[ast.AST]] = {}
@@ -92,6 +93,10 @@ class Names(Modules):
             for stmt in body_walk(function):
                 if isinstance(stmt, _FUNCTIONS):
                     defs.setdefault(stmt.name, []).append(stmt)
+                elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.comprehension)) and isinstance(stmt.target, ast.Name):
+                    # an element of what is iterated (`Resolver._elements`)
+                    element = ast.copy_location(ast.Starred(stmt.iter, ast.Load()), stmt.iter)
+                    assigned.setdefault(stmt.target.id, []).append(element)
                 elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                     for target in _targets(stmt):
                         for name, value in _unpacked(target, stmt.value):

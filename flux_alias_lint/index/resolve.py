@@ -105,6 +105,8 @@ class Resolver(Calls):
         elif isinstance(node, ast.BoolOp):
             for operand in node.values:
                 yield from self._values(module, scope, operand, depth)
+        elif isinstance(node, ast.Starred):  # an element of an iterable (a `for` target)
+            yield from self._elements(module, scope, node.value, depth)
         elif isinstance(node, ast.Name):
             yield from self._name(module, scope, node, depth)
         elif isinstance(node, ast.Attribute):
@@ -135,6 +137,26 @@ class Resolver(Calls):
                     step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
                     for made in self._values(factory.module, inner, stmt.value, depth):
                         yield made._replace(steps=(*made.steps, step, *factory.steps))
+
+    def _elements(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int) -> Iterator[Value]:
+        """The functions an element of `node` may be: of a display, of a registry, what a generator
+        of the project yields, what `__next__` returns for an instance of a class of the project."""
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            for element in node.elts:
+                yield from self._values(module, scope, element, depth)
+        elif isinstance(node, ast.Name):
+            yield from self._filed(module, scope, node, depth)
+        if isinstance(node, ast.Call):
+            for generator in self._values(module, scope, node.func, depth):
+                inner = generator.module.scope_of(generator.function)
+                for part in body_walk(generator.function):
+                    if isinstance(part, ast.Yield) and part.value is not None:
+                        yield from self._values(generator.module, inner, part.value, depth)
+        for class_module, cls in self._instance_of(module, scope, node, depth):
+            for next_module, method in self._inherited(class_module, cls, "__next__", depth):
+                for stmt in body_walk(method):
+                    if isinstance(stmt, ast.Return) and stmt.value is not None:
+                        yield from self._values(next_module, next_module.scope_of(method), stmt.value, depth)
 
     def _name(self, module: Symbols, scope: list[ast.AST], node: ast.Name, depth: int) -> Iterator[Value]:
         """A closure, a name bound to a callable in an enclosing function or the module, a parameter
