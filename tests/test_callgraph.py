@@ -454,3 +454,22 @@ def test_a_for_target_is_an_element_of_what_is_iterated(tmp_path: Path) -> None:
         "app.second",
         "app.third",
     ]
+
+
+def test_a_function_passed_through_a_parameter_gets_what_that_parameter_is_called_with(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def leaf(): pass
+                def calls_it(g):
+                    g()
+                def apply(fn, arg):
+                    fn(arg)
+                apply(calls_it, leaf)
+            """
+        },
+    )
+    # `calls_it` is never called by name: `apply` calls it as `fn`, passing `leaf` as `g`.
+    assert graph["app.calls_it"] == ["app.leaf"]
+    assert graph["app.apply"] == ["app.calls_it"]

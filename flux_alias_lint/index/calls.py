@@ -58,7 +58,8 @@ class Calls(Classes):
         disk (not for stdin): every file is read for them, so each is a dependency of this evidence.
         `bounded` (a parameter followed while resolving a value): a method's calls only where their
         receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
-        called all over the project, `training_step(`, is not followed: as the summaries' bounds)."""
+        called all over the project, `training_step(`, is not followed: as the summaries' bounds).
+        In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it."""
         function = scope[-1]
         assert isinstance(function, _FUNCTIONS)
         method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
@@ -71,7 +72,16 @@ class Calls(Classes):
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
             names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
-            for inner, call, head, given, keywords in (c for n in names for c in self._calls_named(caller).get(n, ())):
+            calls = [c for n in names for c in self._calls_named(caller).get(n, ())]
+            if caller is module:  # and the calls of a parameter (`fn(x)`) the function may be passed as
+                calls += [
+                    c
+                    for n, named in self._calls_named(caller).items()
+                    if n not in names
+                    for c in named
+                    if isinstance(c[2], ast.Name) and _parameter_owner(c[0], n) is not None
+                ]
+            for inner, call, head, given, keywords in calls:
                 if nested and (not inner or inner[-1] is not scope[-2]):
                     continue
                 passed = keywords.get(parameter)
