@@ -473,3 +473,25 @@ def test_a_function_passed_through_a_parameter_gets_what_that_parameter_is_calle
     # `calls_it` is never called by name: `apply` calls it as `fn`, passing `leaf` as `g`.
     assert graph["app.calls_it"] == ["app.leaf"]
     assert graph["app.apply"] == ["app.calls_it"]
+
+
+def test_an_instance_passed_as_a_parameter_is_of_the_class_the_callers_make(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                class Steps:
+                    def __iter__(self):
+                        return self
+                    def __next__(self):
+                        raise StopIteration
+                    def reset(self): pass
+                def walk(steps):
+                    steps.reset()
+                    for _ in steps:
+                        pass
+                walk(Steps())
+            """
+        },
+    )
+    assert graph["app.walk"] == ["app.Steps.__iter__", "app.Steps.__next__", "app.Steps.reset"]
