@@ -495,3 +495,22 @@ def test_an_instance_passed_as_a_parameter_is_of_the_class_the_callers_make(tmp_
         },
     )
     assert graph["app.walk"] == ["app.Steps.__iter__", "app.Steps.__next__", "app.Steps.reset"]
+
+
+def test_a_lambda_parameter_is_what_the_calls_of_its_names_pass(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                call = lambda f: f()
+                call(first)
+                def run():
+                    again = lambda g: g()
+                    again(second)
+            """
+        },
+    )
+    assert graph["app.<lambda1>"] == ["app.first"]
+    assert graph["app.run.<lambda1>"] == ["app.second"]

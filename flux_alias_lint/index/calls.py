@@ -46,7 +46,7 @@ class Calls(Classes):
         callee is; a method also wherever a call of that name has a receiver of unknown type)."""
         calls = self._calls_of(module, scope, parameter, depth, bounded=True)
         for caller, inner, call, passed in calls:
-            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
+            step = self._step(caller, call, _passing(call, parameter, _name_of(scope[-1])))
             for found in self._values(caller, inner, passed, depth):
                 yield found._replace(steps=(*found.steps, step))
 
@@ -61,7 +61,7 @@ class Calls(Classes):
         called all over the project, `training_step(`, is not followed: as the summaries' bounds).
         In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it."""
         function = scope[-1]
-        assert isinstance(function, _FUNCTIONS)
+        assert isinstance(function, (*_FUNCTIONS, ast.Lambda))
         method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
         params = positional(function, through_attribute=method)
         position = params.index(parameter) if parameter in params else None
@@ -71,7 +71,11 @@ class Calls(Classes):
             return
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
-            names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
+            if isinstance(function, ast.Lambda):  # called by the names it is assigned to
+                around = next((f for f in reversed(scope[:-1]) if not isinstance(f, ast.ClassDef)), module.tree)
+                names = [n for n, values in self._bindings(around)[1].items() if any(v is function for v in values)]
+            else:
+                names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
             calls = [c for n in names for c in self._calls_named(caller).get(n, ())]
             if caller is module:  # and the calls of a parameter (`fn(x)`) the function may be passed as
                 calls += [
@@ -99,7 +103,8 @@ class Calls(Classes):
         """The other files that may call `scope[-1]` (or bind it with `functools.partial`): beyond
         `_CALLER_FILES` of them, a value is not followed back through its parameters."""
         function = scope[-1]
-        if len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS):  # nested: called in its own module
+        nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
+        if nested or isinstance(function, ast.Lambda):  # called in its own module
             return []
         paths = self._mentioning(module.path, f"{function.name}(")
         partials = set(self._mentioning(module.path, "partial("))
@@ -152,7 +157,7 @@ class Calls(Classes):
         if owner is not None:  # a registry passed in: what the callers pass
             inner = scope[: scope.index(owner) + 1]
             for caller, at, call, passed in self._calls_of(module, inner, name, depth, bounded=True):
-                step = self._step(caller, call, _passing(call, name, owner.name))
+                step = self._step(caller, call, _passing(call, name, _name_of(owner)))
                 for found in self._filed(caller, at, passed, depth + 1, key):
                     yield found._replace(steps=(*found.steps, step))
             return
@@ -287,7 +292,7 @@ class Calls(Classes):
         """The calls of `scope[-1]` and the functions each passes as `parameter`, reached by Megatron
         (or as `like` is: its context, guess and `whole_return`)."""
         for caller, inner, call, passed in self._calls_of(module, scope, parameter):
-            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
+            step = self._step(caller, call, _passing(call, parameter, _name_of(scope[-1])))
             reach = Reach(MEGATRON, (step, *steps))
             if like is not None:
                 reach = dataclasses.replace(like, steps=reach.steps)
@@ -400,6 +405,10 @@ def _same(key: ast.expr | None, other: ast.expr) -> bool:
     if isinstance(key, ast.Constant) and isinstance(other, ast.Constant):
         return type(key.value) is type(other.value) and key.value == other.value
     return True
+
+
+def _name_of(function: ast.AST) -> str:
+    return getattr(function, "name", "<lambda>")
 
 
 def _passing(call: ast.Call, parameter: str, function: str) -> str:

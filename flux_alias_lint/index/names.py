@@ -286,14 +286,14 @@ def _enclosing_class(scope: list[ast.AST]) -> ast.ClassDef | None:
 
 
 def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
-    """The innermost function of `scope` whose parameter `name` is, unless it or a function inside it
-    binds `name` itself. A class body is no enclosing scope of its methods."""
+    """The innermost function (or lambda) of `scope` whose parameter `name` is, unless it or a function
+    inside it binds `name` itself. A class body is no enclosing scope of its methods."""
     for function in reversed(scope):
         if isinstance(function, ast.ClassDef):
             continue
         if name in _bound_names(function):
             return None
-        if isinstance(function, _FUNCTIONS) and name in parameters(function):
+        if isinstance(function, (*_FUNCTIONS, ast.Lambda)) and name in parameters(function):
             return function
     return None
 
