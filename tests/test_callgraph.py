@@ -264,3 +264,253 @@ def test_defaults_star_imports_registries_passed_in_and_aliases_called(tmp_path:
     assert graph["run.pick"] == ["ops.total"]
     assert graph["run.drive"] == ["ops.total"]
     assert graph["run"] == ["run.apply", "run.drive", "run.pick"]
+
+
+def test_a_name_is_its_last_assignment_before_the_use_in_straight_line_code(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                run = first
+                run = second
+                run()
+                run = third
+                def later():
+                    run()
+                pick = second
+                if later:
+                    pick = third
+                pick()
+            """
+        },
+    )
+    # `run()` at module level: only `second` (the last before it); in `later`, run after the module's
+    # code, any; `pick` is bound in a branch: either.
+    assert graph["app"] == ["app.second", "app.third"]
+    assert graph["app.later"] == ["app.first", "app.second", "app.third"]
+
+
+def test_a_dict_read_in_straight_line_code_holds_the_last_store_of_each_key(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                table = {"a": first, "b": first}
+                table["a"] = second
+                table["a"]()
+                table.update({"b": third})
+                table["b"]()
+                def later():
+                    table["a"]()
+            """
+        },
+    )
+    # At module level, `table["a"]` is `second` (stored over `first`) and `table["b"]` is `third`
+    # (`update`, after the first read); in `later`, run after the module's code, any store.
+    assert graph["app"] == ["app.second", "app.third"]
+    assert graph["app.later"] == ["app.first", "app.second"]
+
+
+def test_a_decorated_def_is_what_its_decorators_return(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                import functools
+                def outer(f):
+                    def wrapper():
+                        return f()
+                    return wrapper
+                def passing(f):
+                    f()
+                    return f
+                @outer
+                @passing
+                def work(): pass
+                @functools.lru_cache
+                def cached(): pass
+                def run():
+                    work()
+                    cached()
+            """
+        },
+    )
+    # `work` is `outer`'s wrapper, which calls what `passing` returned: `work` itself, which
+    # `passing` calls too; a decorator not of the project leaves the def as it is.
+    assert graph["app.run"] == ["app.cached", "app.outer.wrapper"]
+    assert graph["app.outer.wrapper"] == ["app.work"]
+    assert graph["app.passing"] == ["app.work"]
+
+
+def test_a_class_through_an_assigned_name_or_nested_in_another(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                class Outer:
+                    class Inner(Exception):
+                        def __init__(self): pass
+                        def run(self): pass
+                class Sub(Outer.Inner):
+                    pass
+                Kind = Outer
+                def make():
+                    Kind.Inner().run()
+                def fail():
+                    raise Outer.Inner
+                def derived():
+                    Sub().run()
+            """
+        },
+    )
+    assert graph["app.make"] == ["app.Outer.Inner.__init__", "app.Outer.Inner.run"]
+    assert graph["app.fail"] == ["app.Outer.Inner.__init__"]
+    assert graph["app.derived"] == ["app.Outer.Inner.__init__", "app.Outer.Inner.run"]
+
+
+def test_a_registry_read_under_a_parameter_every_call_passes_a_constant_for(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                def pick(key, other="b"):
+                    fns[key]()
+                    table[other]()
+                def any_of(key):
+                    fns[key]()
+                fns = [first, second, third]
+                table = {"a": first, "b": second, "c": third}
+                pick(1)
+                pick(1, "a")
+                any_of(len(fns))
+            """
+        },
+    )
+    # `key` is 1 and `other` "b" (its default) or "a"; `any_of`'s key is no constant: any.
+    assert graph["app.pick"] == ["app.first", "app.second"]
+    assert graph["app.any_of"] == ["app.first", "app.second", "app.third"]
+
+
+def test_map_and_filter_call_the_functions_passed_unless_the_project_binds_the_name(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def double(x): return 2 * x
+                def keep(x): return x
+                def run(xs):
+                    return list(filter(keep, map(double, xs)))
+            """,
+            "other.py": """
+                def map(f, xs): return xs
+                def double(x): return 2 * x
+                def run(xs):
+                    return map(double, xs)
+            """,
+        },
+    )
+    assert graph["app.run"] == ["app.double", "app.keep"]
+    assert graph["other.run"] == ["other.map"]
+
+
+def test_a_for_target_is_an_element_of_what_is_iterated(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                def third(): pass
+                def produce():
+                    yield first
+                class Steps:
+                    def __iter__(self):
+                        return self
+                    def __next__(self):
+                        return second
+                def run():
+                    for f in produce():
+                        f()
+                    for g in Steps():
+                        g()
+                    [h() for h in (third,)]
+            """
+        },
+    )
+    assert graph["app.run"] == [
+        "app.Steps.__iter__",
+        "app.Steps.__next__",
+        "app.first",
+        "app.produce",
+        "app.second",
+        "app.third",
+    ]
+
+
+def test_a_function_passed_through_a_parameter_gets_what_that_parameter_is_called_with(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def leaf(): pass
+                def calls_it(g):
+                    g()
+                def apply(fn, arg):
+                    fn(arg)
+                apply(calls_it, leaf)
+            """
+        },
+    )
+    # `calls_it` is never called by name: `apply` calls it as `fn`, passing `leaf` as `g`.
+    assert graph["app.calls_it"] == ["app.leaf"]
+    assert graph["app.apply"] == ["app.calls_it"]
+
+
+def test_an_instance_passed_as_a_parameter_is_of_the_class_the_callers_make(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                class Steps:
+                    def __iter__(self):
+                        return self
+                    def __next__(self):
+                        raise StopIteration
+                    def reset(self): pass
+                def walk(steps):
+                    steps.reset()
+                    for _ in steps:
+                        pass
+                walk(Steps())
+            """
+        },
+    )
+    assert graph["app.walk"] == ["app.Steps.__iter__", "app.Steps.__next__", "app.Steps.reset"]
+
+
+def test_a_lambda_parameter_is_what_the_calls_of_its_names_pass(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "app.py": """
+                def first(): pass
+                def second(): pass
+                call = lambda f: f()
+                call(first)
+                def run():
+                    again = lambda g: g()
+                    again(second)
+            """
+        },
+    )
+    assert graph["app.<lambda1>"] == ["app.first"]
+    assert graph["app.run.<lambda1>"] == ["app.second"]

@@ -3,9 +3,10 @@
 Every call is resolved by the index's own evaluation of callable values (`Resolver._values`, the one
 the hand-off search reads), and so are the calls Python makes itself: a class called runs its
 `__init__`, a decorator is called on the def below it, a class raised runs its `__init__`, a `for`
-over an instance its `__iter__` and `__next__`. Functions are named as PyCG names them: `pkg.mod` for
-a module's own code, `pkg.mod.Class.method`, `pkg.mod.f.g`, `pkg.mod.f.<lambda1>`. The work is the
-resolver's, bounded as the hand-off search's is (`names._DEPTH`, `calls._CALLER_FILES`).
+over an instance its `__iter__` and `__next__`, `map` and `filter` the functions passed. Functions
+are named as PyCG names them: `pkg.mod` for a module's own code, `pkg.mod.Class.method`,
+`pkg.mod.f.g`, `pkg.mod.f.<lambda1>`. The work is the resolver's, bounded as the hand-off search's
+is (`names._DEPTH`, `calls._CALLER_FILES`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import NamedTuple
 
 from .files import python_files
 from .names import _FUNCTIONS
-from .nodes import body_walk
+from .nodes import body_walk, last_name
 from .resolve import Resolver
 from .symbols import Symbols
 
 _SCOPES = (*_FUNCTIONS, ast.Lambda, ast.ClassDef)
+# Builtins that call a function they are passed (unless the project binds the name to its own).
+_MAPPING = ("map", "filter")
 
 
 class Named(NamedTuple):
@@ -73,6 +76,9 @@ def _run_by(
     """The functions a node of a scope's own code runs."""
     if isinstance(node, ast.Call):
         yield from _called(resolver, module, scope, node.func)
+        if last_name(node.func) in _MAPPING and not resolver._values(module, scope, node.func):
+            for argument in node.args:  # `map(f, xs)`: the builtin calls the functions passed
+                yield from ((value.module, value.function) for value in resolver._values(module, scope, argument))
     elif isinstance(node, _FUNCTIONS):
         for decorator in node.decorator_list:
             yield from _called(resolver, module, scope, decorator)

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from .classes import Classes
-from .names import _FUNCTIONS, Found, Value, _bound_locally, _parameter_owner
+from .names import _FUNCTIONS, Found, Value, _bound_locally, _default, _parameter_owner
 from .nodes import body_walk, last_name, parameters, positional
 from .reach import MEGATRON, Reach, Step
 from .symbols import Symbols
@@ -27,6 +27,18 @@ class Calls(Classes):
         super().__init__(roots)
         self._calls: dict[int, dict[str, list[_Call]]] = {}  # `_calls_named`, by module
         self._filings: dict[int, dict[str, list[tuple[list[ast.AST], ast.Assign]]]] = {}
+        # A decorated def, by id: the calls its decorators make of it (`_application`).
+        self._applications: dict[int, ast.Call] = {}
+
+    def _decorated_value(self, module: Symbols, scope: list[ast.AST], function: ast.AST, depth: int) -> list[Value]:
+        """What a def of `scope` binds its name to: the def, or what its decorators return when they
+        are functions of the project returning a function (a wrapper, the def passed through); the
+        def where they are not (`functools.lru_cache`, a decorator returning an object)."""
+        if not getattr(function, "decorator_list", None):
+            return [Value(module, function)]
+        self._calls_named(module)
+        made = self._values(module, scope, self._applications[id(function)], depth)
+        return made or [Value(module, function)]
 
     def _passed(self, module: Symbols, scope: list[ast.AST], parameter: str, depth: int) -> Iterator[Value]:
         """What the calls of `scope[-1]` pass as its `parameter` (by position or keyword). A nested
@@ -34,7 +46,7 @@ class Calls(Classes):
         callee is; a method also wherever a call of that name has a receiver of unknown type)."""
         calls = self._calls_of(module, scope, parameter, depth, bounded=True)
         for caller, inner, call, passed in calls:
-            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
+            step = self._step(caller, call, _passing(call, parameter, _name_of(scope[-1])))
             for found in self._values(caller, inner, passed, depth):
                 yield found._replace(steps=(*found.steps, step))
 
@@ -46,9 +58,10 @@ class Calls(Classes):
         disk (not for stdin): every file is read for them, so each is a dependency of this evidence.
         `bounded` (a parameter followed while resolving a value): a method's calls only where their
         receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
-        called all over the project, `training_step(`, is not followed: as the summaries' bounds)."""
+        called all over the project, `training_step(`, is not followed: as the summaries' bounds).
+        In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it."""
         function = scope[-1]
-        assert isinstance(function, _FUNCTIONS)
+        assert isinstance(function, (*_FUNCTIONS, ast.Lambda))
         method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
         params = positional(function, through_attribute=method)
         position = params.index(parameter) if parameter in params else None
@@ -58,8 +71,21 @@ class Calls(Classes):
             return
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
-            names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
-            for inner, call, head, given, keywords in (c for n in names for c in self._calls_named(caller).get(n, ())):
+            if isinstance(function, ast.Lambda):  # called by the names it is assigned to
+                around = next((f for f in reversed(scope[:-1]) if not isinstance(f, ast.ClassDef)), module.tree)
+                names = [n for n, values in self._bindings(around)[1].items() if any(v is function for v in values)]
+            else:
+                names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
+            calls = [c for n in names for c in self._calls_named(caller).get(n, ())]
+            if caller is module:  # and the calls of a parameter (`fn(x)`) the function may be passed as
+                calls += [
+                    c
+                    for n, named in self._calls_named(caller).items()
+                    if n not in names
+                    for c in named
+                    if isinstance(c[2], ast.Name) and _parameter_owner(c[0], n) is not None
+                ]
+            for inner, call, head, given, keywords in calls:
                 if nested and (not inner or inner[-1] is not scope[-2]):
                     continue
                 passed = keywords.get(parameter)
@@ -77,16 +103,19 @@ class Calls(Classes):
         """The other files that may call `scope[-1]` (or bind it with `functools.partial`): beyond
         `_CALLER_FILES` of them, a value is not followed back through its parameters."""
         function = scope[-1]
-        if len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS):  # nested: called in its own module
+        nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
+        if nested or isinstance(function, ast.Lambda):  # called in its own module
             return []
         paths = self._mentioning(module.path, f"{function.name}(")
         partials = set(self._mentioning(module.path, "partial("))
         paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
+        paths += self._mentioning(module.path, f"@{function.name}")  # applied as a decorator
         return [p for p in dict.fromkeys(paths) if p != module.path]
 
     def _calls_named(self, module: Symbols) -> dict[str, list[_Call]]:
         """The calls of `module` (and the partials binding a function) by the last name of the function
         called: (the scope of the call, the call, the function, positional and keyword arguments).
+        A decorator is called on what the decorators below it made of the def (`_applications`).
         Read once a module: `_calls_of` asks it for every parameter it follows."""
         calls = self._calls.get(id(module))
         if calls is None:
@@ -94,6 +123,13 @@ class Calls(Classes):
             for scope, node in [*module.scoped, ([], module.tree)]:
                 inner = [*scope, node] if not isinstance(node, ast.Module) else scope
                 for call in body_walk(node):
+                    if isinstance(call, _FUNCTIONS) and call.decorator_list:
+                        self._applications[id(call)] = applied = _application(call)
+                        for made in _nested_calls(applied):
+                            if last_name(made.func) is not None:
+                                calls.setdefault(last_name(made.func), []).append(
+                                    (inner, made, made.func, made.args, {})
+                                )
                     if isinstance(call, ast.Call):
                         head, given, keywords = _applied(call)
                         name = last_name(head)
@@ -107,8 +143,13 @@ class Calls(Classes):
         """The functions filed into `registry` (a name, maybe imported): the elements of the dict, list
         or tuple it is bound to, what is stored into it (`LOSSES[name] = fn`), and what a decorator
         files into it. A constant `key` (`LOSSES["ce"]`, `fns[0]`) keeps the entries filed under a key
-        that may equal it."""
+        that may equal it, and so does a parameter every call of its function passes a constant for."""
         if not isinstance(registry, ast.Name):
+            return
+        keys = self._constants_passed(module, scope, key, depth) if isinstance(key, ast.Name) else None
+        if keys:
+            for constant in keys:
+                yield from self._filed(module, scope, registry, depth + 1, constant)
             return
         name = registry.id
         _, values = self._named(module, scope, name, _REGISTRIES)
@@ -116,7 +157,7 @@ class Calls(Classes):
         if owner is not None:  # a registry passed in: what the callers pass
             inner = scope[: scope.index(owner) + 1]
             for caller, at, call, passed in self._calls_of(module, inner, name, depth, bounded=True):
-                step = self._step(caller, call, _passing(call, name, owner.name))
+                step = self._step(caller, call, _passing(call, name, _name_of(owner)))
                 for found in self._filed(caller, at, passed, depth + 1, key):
                     yield found._replace(steps=(*found.steps, step))
             return
@@ -128,16 +169,66 @@ class Calls(Classes):
             if target is not None and target is not module:
                 yield from self._filed(target, [], ast.Name(there, ast.Load()), depth + 1, key)
                 return
+        stores = self._subscript_stores(module).get(name, [])
+        filed = self._filed_in_order(module, scope, registry, stores)
+        if filed is not None:  # straight-line code: what the last store of each key left
+            for stmt, element in _entries_at(filed, key):
+                for found in self._values(module, scope, element, depth):
+                    yield found._replace(steps=(*found.steps, self._step(module, stmt, f"filed into {name}")))
+            return
         for value in values:
             for element in _entries(value, key):
                 yield from self._values(module, scope, element, depth)
-        for inner, stmt in self._subscript_stores(module).get(name, ()):
+        for inner, stmt in stores:
             if not _may_equal(key, stmt.targets[0]):
                 continue
             step = self._step(module, stmt, f"filed into {name}")
             for found in self._values(module, inner, stmt.value, depth):
                 yield found._replace(steps=(*found.steps, step))
         yield from (Value(m, f) for m, f in self._registered(module, name, depth))
+
+    def _constants_passed(self, module: Symbols, scope: list[ast.AST], key: ast.Name, depth: int) -> list[ast.expr]:
+        """The constants the calls of the function whose parameter `key` is pass for it, and its default
+        (none unless every one is a constant)."""
+        owner = _parameter_owner(scope, key.id) if self._follow_parameters else None
+        if owner is None:
+            return []
+        passed = [p for *_, p in self._calls_of(module, scope[: scope.index(owner) + 1], key.id, depth, bounded=True)]
+        default = _default(owner, key.id)  # what the calls passing nothing get
+        passed += [default] if default is not None else []
+        return passed if all(isinstance(p, ast.Constant) for p in passed) else []
+
+    def _filed_in_order(
+        self, module: Symbols, scope: list[ast.AST], registry: ast.Name, stores: list[tuple[list[ast.AST], ast.Assign]]
+    ) -> list[tuple[ast.stmt, dict[object, ast.expr]]] | None:
+        """The dict `registry` holds where it is read, when the function reading it (or the module)
+        binds it to a display and stores into it (`d[k] = f`, `d.update({k: f})`) only in statements
+        of its own body, each under a constant key, and no decorator files into it: the statements
+        before the read that bind or store, each with what it files by key (a binding: a new dict).
+        None where the order cannot tell (the stores of any other scope, a branch, a loop)."""
+        function = next((f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree)
+        name = registry.id
+        ends = self._in_order(function).get(name)
+        if ends is None or not hasattr(registry, "lineno") or self._registered(module, name, 0):
+            return None
+        body = function.body if isinstance(function.body, list) else []
+        changes = [s for s in body if _binds_or_stores(s, name)]
+        mutations = [n for n in body_walk(function) if _stores_into(n, name)]
+        if len(mutations) != sum(
+            not isinstance(s, ast.Assign) or isinstance(s.targets[0], ast.Subscript) for s in changes
+        ):
+            return None
+        if any(inner[-1:] != ([function] if function is not module.tree else []) for inner, _ in stores):
+            return None
+        filed = []
+        for stmt in changes:
+            if (stmt.end_lineno, stmt.end_col_offset) > (registry.lineno, registry.col_offset):
+                break
+            entries = _constant_entries(stmt, name)
+            if entries is None:
+                return None
+            filed.append((stmt, entries))
+        return filed
 
     def _subscript_stores(self, module: Symbols) -> dict[str, list[tuple[list[ast.AST], ast.Assign]]]:
         """The statements `name[key] = value` of `module`, by `name`, with their scopes (one walk)."""
@@ -201,7 +292,7 @@ class Calls(Classes):
         """The calls of `scope[-1]` and the functions each passes as `parameter`, reached by Megatron
         (or as `like` is: its context, guess and `whole_return`)."""
         for caller, inner, call, passed in self._calls_of(module, scope, parameter):
-            step = self._step(caller, call, _passing(call, parameter, scope[-1].name))
+            step = self._step(caller, call, _passing(call, parameter, _name_of(scope[-1])))
             reach = Reach(MEGATRON, (step, *steps))
             if like is not None:
                 reach = dataclasses.replace(like, steps=reach.steps)
@@ -213,6 +304,21 @@ class Calls(Classes):
 
 # What a registry's name may be bound to (`Resolver._filed`).
 _REGISTRIES = (ast.Dict, ast.List, ast.Tuple)
+
+
+def _application(function: ast.AST) -> ast.Call:
+    """The calls the decorators of `function` make, as a nested call: `@a @b def f` is `a(b(f))`, each
+    call where its decorator is written."""
+    made: ast.expr = function
+    for decorator in reversed(function.decorator_list):
+        made = ast.copy_location(ast.Call(func=decorator, args=[made], keywords=[]), decorator)
+    return made
+
+
+def _nested_calls(call: ast.Call) -> Iterator[ast.Call]:
+    while isinstance(call, ast.Call):
+        yield call
+        call = call.args[0]
 
 
 def _aliases(assigned: dict[str, list[ast.expr]], name: str) -> list[str]:
@@ -235,6 +341,60 @@ def _entries(display: ast.expr, key: ast.expr | None) -> list[ast.expr]:
     return list(display.elts)
 
 
+def _binds_or_stores(stmt: ast.stmt, name: str) -> bool:
+    """Whether `stmt` is `name = ...`, `name[k] = ...` or `name.update(...)`."""
+    if isinstance(stmt, ast.Assign):
+        target = stmt.targets[0]
+        target = target.value if isinstance(target, ast.Subscript) else target
+        return len(stmt.targets) == 1 and isinstance(target, ast.Name) and target.id == name
+    return isinstance(stmt, ast.Expr) and _stores_into(stmt.value, name)
+
+
+def _stores_into(node: ast.AST, name: str) -> bool:
+    """Whether `node` is a store `name[k] = ...` or a call `name.update(...)`."""
+    if isinstance(node, ast.Assign):
+        return any(
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name for t in node.targets
+        )
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "update"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == name
+    )
+
+
+def _constant_entries(stmt: ast.stmt, name: str) -> dict[object, ast.expr] | None:
+    """What a binding or store of `name` files, by constant key (None if a key is no constant, or
+    the value bound no dict display)."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+        key = stmt.targets[0].slice
+        return {_key(key): stmt.value} if isinstance(key, ast.Constant) else None
+    display = stmt.value if isinstance(stmt, ast.Assign) else (stmt.value.args or [None])[0]
+    if not isinstance(display, ast.Dict) or not all(isinstance(k, ast.Constant) for k in display.keys):
+        return None
+    return {_key(k): v for k, v in zip(display.keys, display.values, strict=True)}
+
+
+def _key(key: ast.Constant) -> object:
+    return (type(key.value), key.value)
+
+
+def _entries_at(
+    filed: list[tuple[ast.stmt, dict[object, ast.expr]]], key: ast.expr | None
+) -> list[tuple[ast.stmt, ast.expr]]:
+    """The entries `d[key]` may be, `filed` the statements before it binding (a new dict) or storing."""
+    held: dict[object, tuple[ast.stmt, ast.expr]] = {}
+    for stmt, entries in filed:
+        if isinstance(stmt, ast.Assign) and not isinstance(stmt.targets[0], ast.Subscript):
+            held = {}
+        held.update({k: (stmt, v) for k, v in entries.items()})
+    if isinstance(key, ast.Constant):
+        return [held[_key(key)]] if _key(key) in held else []
+    return list(held.values())
+
+
 def _may_equal(key: ast.expr | None, target: ast.expr) -> bool:
     """Whether a store `name[k] = ...` (`target`) may file under `key`."""
     return not isinstance(target, ast.Subscript) or _same(key, target.slice)
@@ -245,6 +405,10 @@ def _same(key: ast.expr | None, other: ast.expr) -> bool:
     if isinstance(key, ast.Constant) and isinstance(other, ast.Constant):
         return type(key.value) is type(other.value) and key.value == other.value
     return True
+
+
+def _name_of(function: ast.AST) -> str:
+    return getattr(function, "name", "<lambda>")
 
 
 def _passing(call: ast.Call, parameter: str, function: str) -> str:

@@ -69,7 +69,7 @@ class Classes(Names):
     ) -> list[tuple[Symbols, ast.ClassDef]]:
         """The classes of the project `node` is an instance of: `Class(...)` (or what a factory it
         calls returns), `self`, `self.attr` (declared or made in its class or its bases), a name
-        bound to one of these or annotated with a class."""
+        bound to one of these or annotated with a class, a parameter what the callers pass."""
         if depth > _DEPTH:
             return []
         if isinstance(node, ast.Call):
@@ -89,7 +89,13 @@ class Classes(Names):
             owner = _parameter_owner(scope, node.id)
             if owner is not None:
                 annotation = next((a.annotation for a in _arguments(owner) if a.arg == node.id), None)
-                return self._classes(module, annotation, depth + 1) if annotation is not None else []
+                if annotation is not None:
+                    return self._classes(module, annotation, depth + 1)
+                if not self._follow_parameters:
+                    return []
+                inner = scope[: scope.index(owner) + 1]  # what the callers pass
+                calls = self._calls_of(module, inner, node.id, depth + 1, bounded=True)
+                return [c for caller, at, _, passed in calls for c in self._instance_of(caller, at, passed, depth + 1)]
             _, values = self._named(module, scope, node.id)
             return [found for value in values for found in self._instance_of(module, scope, value, depth + 1)]
         return []

@@ -16,7 +16,7 @@ from .reach import Step
 from .symbols import Symbols, _imports_of
 
 # What a name bound to a loss function may be assigned (`_named`).
-_CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, ast.Subscript, ast.BoolOp)
+_CALLABLE_VALUES = (ast.Lambda, ast.Call, ast.Name, ast.Attribute, ast.IfExp, ast.Subscript, ast.BoolOp, ast.Starred)
 # How many steps of resolution one expression may take (names, attributes, calls, parameters).
 _DEPTH = 6
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -42,6 +42,7 @@ class Names(Modules):
         self._imported: dict[int, dict[str, list[tuple[str, int]]]] = {}  # `_imports`, by module
         self._bound: dict[int, tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]] = {}  # `_bindings`
         self._found: dict[tuple[str, str, int], str | None] = {}  # `_find`
+        self._straight: dict[int, dict[str, list[tuple[int, int]]]] = {}  # `_in_order`, by function
 
     def _find(self, importer: str, dotted: str, level: int) -> str | None:
         """`files.find_module`, asked once for each question (it stats the directories above)."""
@@ -51,18 +52,31 @@ class Names(Modules):
         return self._found[key]
 
     def _named(
-        self, module: Symbols, scope: list[ast.AST], name: str, kinds: tuple[type, ...] = _CALLABLE_VALUES
+        self,
+        module: Symbols,
+        scope: list[ast.AST],
+        name: str,
+        kinds: tuple[type, ...] = _CALLABLE_VALUES,
+        at: ast.expr | None = None,
     ) -> tuple[list[ast.AST], list[ast.expr]]:
         """What `name` means in the innermost function of `scope` (or the module) that binds it: every
         def of it there (each branch of an `if` may define its own), else every value of `kinds`
         assigned to it (a lambda, a call such as a partial, a name or attribute, a conditional of
         them: each branch may assign its own). A class body is no enclosing scope of its methods:
-        `name` there is not `self.name`."""
-        for function in [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]:
+        `name` there is not `self.name`. Read at `at` in the function's own straight-line code (every
+        binding of `name` a statement of its body, none in a branch or loop), only the last assignment
+        before `at`: an overwritten value is not what the name holds."""
+        functions = [*(f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree]
+        for function in functions:
             defs, assigned = self._bindings(function)
             if name in defs:
                 return defs[name], []
-            values = [value for value in assigned.get(name, ()) if isinstance(value, kinds)]
+            values = assigned.get(name, [])
+            ends = self._in_order(function).get(name) if at is not None and function is functions[0] else None
+            if ends is not None and hasattr(at, "lineno"):
+                before = [v for v, end in zip(values, ends, strict=True) if end <= (at.lineno, at.col_offset)]
+                values = before[-1:]
+            values = [value for value in values if isinstance(value, kinds)]
             if values:
                 return [], values
             if not isinstance(function, ast.Module) and name in parameters(function):
@@ -70,7 +84,8 @@ class Names(Modules):
         return [], []
 
     def _bindings(self, function: ast.AST) -> tuple[dict[str, list[ast.AST]], dict[str, list[ast.expr]]]:
-        """The defs of `function`'s own body and the values assigned to its names, by name (one walk)."""
+        """The defs of `function`'s own body and the values assigned to its names, by name (one walk);
+        a `for` target's value is `*iterated` (an `ast.Starred`): an element of it."""
         found = self._bound.get(id(function))
         if found is None:
             defs: dict[str, list[ast.AST]] = {}
@@ -78,11 +93,40 @@ class Names(Modules):
             for stmt in body_walk(function):
                 if isinstance(stmt, _FUNCTIONS):
                     defs.setdefault(stmt.name, []).append(stmt)
+                elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.comprehension)) and isinstance(stmt.target, ast.Name):
+                    # an element of what is iterated (`Resolver._elements`)
+                    element = ast.copy_location(ast.Starred(stmt.iter, ast.Load()), stmt.iter)
+                    assigned.setdefault(stmt.target.id, []).append(element)
                 elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                     for target in _targets(stmt):
                         for name, value in _unpacked(target, stmt.value):
                             assigned.setdefault(name, []).append(value)
             found = self._bound[id(function)] = (defs, assigned)
+        return found
+
+    def _in_order(self, function: ast.AST) -> dict[str, list[tuple[int, int]]]:
+        """The names every binding of which in `function`'s own code is a plain assignment, a statement
+        of its body (so each runs once, in order), with where each of `_bindings`' values of it ends.
+        A module's name declared `global` in a function is not among them."""
+        found = self._straight.get(id(function))
+        if found is None:
+            body = function.body if isinstance(function.body, list) else []
+            top: dict[str, list[tuple[int, int]]] = {}
+            for stmt in body:
+                if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+                    for target in stmt.targets:
+                        top.setdefault(target.id, []).append((stmt.end_lineno, stmt.end_col_offset))
+            stores: dict[str, int] = {}
+            for node in body_walk(function):
+                if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                    stores[node.id] = stores.get(node.id, 0) + 1
+            others = bound_names(n for n in body_walk(function) if not isinstance(n, ast.Name))
+            if isinstance(function, ast.Module):
+                others |= {n for node in ast.walk(function) if isinstance(node, ast.Global) for n in node.names}
+            else:
+                others |= {n for node in body_walk(function) if isinstance(node, ast.Nonlocal) for n in node.names}
+            found = {n: ends for n, ends in top.items() if stores.get(n) == len(ends) and n not in others}
+            self._straight[id(function)] = found
         return found
 
     def _dotted(self, importer: Symbols, dotted: str, level: int, depth: int) -> Iterator[Value]:
@@ -130,15 +174,34 @@ class Names(Modules):
 
     def _classes(self, module: Symbols, node: ast.expr, depth: int = 0) -> list[tuple[Symbols, ast.ClassDef]]:
         """The class of the project `node` (`Name`, `alias.Name`) names, if it names one, through
-        imports and re-exports (`from .strategy import Strategy` in a package's `__init__`)."""
+        imports and re-exports (`from .strategy import Strategy` in a package's `__init__`), a module's
+        name assigned a class (`Kind = Strategy`), a class nested in one (`Outer.Inner`)."""
         if isinstance(node, ast.Name) and node.id in module.classes:
             return [(module, module.classes[node.id])]
         if isinstance(node, ast.Name):  # each branch may import its own class under one name
-            return [
+            imported = [
                 c
                 for dotted, level in self._imports(module).get(node.id, ())
                 for c in self._class_at(module, dotted, level, depth)
             ]
+            if imported or depth >= _DEPTH:
+                return imported
+            assigned = self._bindings(module.tree)[1].get(node.id, ())
+            return [
+                c
+                for v in assigned
+                if isinstance(v, (ast.Name, ast.Attribute))
+                for c in self._classes(module, v, depth + 1)
+            ]
+        if isinstance(node, ast.Attribute) and depth < _DEPTH:
+            nested = [
+                (m, inner)
+                for m, cls in self._classes(module, node.value, depth + 1)
+                for inner in cls.body
+                if isinstance(inner, ast.ClassDef) and inner.name == node.attr
+            ]
+            if nested:
+                return nested
         dotted = imported_from(module, node)
         if "." not in dotted:
             return []
@@ -203,6 +266,16 @@ def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
     return stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
 
 
+def _default(function: ast.AST, name: str) -> ast.expr | None:
+    """The default value of `function`'s parameter `name`, if it has one."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    for arg, value in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
+        if arg.arg == name:
+            return value
+    return next((v for a, v in zip(args.kwonlyargs, args.kw_defaults, strict=True) if a.arg == name), None)
+
+
 def _arguments(function: ast.AST) -> list[ast.arg]:
     args = function.args
     return [*args.posonlyargs, *args.args, *args.kwonlyargs]
@@ -213,14 +286,14 @@ def _enclosing_class(scope: list[ast.AST]) -> ast.ClassDef | None:
 
 
 def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
-    """The innermost function of `scope` whose parameter `name` is, unless it or a function inside it
-    binds `name` itself. A class body is no enclosing scope of its methods."""
+    """The innermost function (or lambda) of `scope` whose parameter `name` is, unless it or a function
+    inside it binds `name` itself. A class body is no enclosing scope of its methods."""
     for function in reversed(scope):
         if isinstance(function, ast.ClassDef):
             continue
         if name in _bound_names(function):
             return None
-        if isinstance(function, _FUNCTIONS) and name in parameters(function):
+        if isinstance(function, (*_FUNCTIONS, ast.Lambda)) and name in parameters(function):
             return function
     return None
 

@@ -31,7 +31,7 @@ def positional(function: ast.FunctionDef | ast.AsyncFunctionDef, through_attribu
     """The parameters a call fills by position; `through_attribute`: called as `obj.m`, so a method's
     `self` or a classmethod's `cls` is given already (a staticmethod's first parameter is not)."""
     names = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-    static = any(last_name(d) == "staticmethod" for d in function.decorator_list)
+    static = any(last_name(d) == "staticmethod" for d in getattr(function, "decorator_list", ()))
     return names[1:] if through_attribute and names and names[0] in ("self", "cls") and not static else names
 
 

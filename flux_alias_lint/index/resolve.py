@@ -24,7 +24,17 @@ import ast
 from collections.abc import Iterator
 
 from .calls import Calls
-from .names import _DEPTH, Found, Value, _bound_locally, _enclosing_class, _parameter_owner, imported_from
+from .names import (
+    _DEPTH,
+    _FUNCTIONS,
+    Found,
+    Value,
+    _bound_locally,
+    _default,
+    _enclosing_class,
+    _parameter_owner,
+    imported_from,
+)
 from .nodes import body_walk, is_self_attribute, last_name
 from .symbols import Symbols
 
@@ -79,7 +89,9 @@ class Resolver(Calls):
         return found
 
     def _compute(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int) -> Iterator[Value]:
-        if isinstance(node, ast.Lambda):
+        if isinstance(node, _FUNCTIONS):  # a def a decorator is called on (`Calls._application`)
+            yield Value(module, node)
+        elif isinstance(node, ast.Lambda):
             yield Value(module, node)
             if isinstance(node.body, ast.Call):
                 yield from self._values(module, scope, node.body.func, depth)
@@ -93,6 +105,8 @@ class Resolver(Calls):
         elif isinstance(node, ast.BoolOp):
             for operand in node.values:
                 yield from self._values(module, scope, operand, depth)
+        elif isinstance(node, ast.Starred):  # an element of an iterable (a `for` target)
+            yield from self._elements(module, scope, node.value, depth)
         elif isinstance(node, ast.Name):
             yield from self._name(module, scope, node, depth)
         elif isinstance(node, ast.Attribute):
@@ -124,12 +138,33 @@ class Resolver(Calls):
                     for made in self._values(factory.module, inner, stmt.value, depth):
                         yield made._replace(steps=(*made.steps, step, *factory.steps))
 
+    def _elements(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int) -> Iterator[Value]:
+        """The functions an element of `node` may be: of a display, of a registry, what a generator
+        of the project yields, what `__next__` returns for an instance of a class of the project."""
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            for element in node.elts:
+                yield from self._values(module, scope, element, depth)
+        elif isinstance(node, ast.Name):
+            yield from self._filed(module, scope, node, depth)
+        if isinstance(node, ast.Call):
+            for generator in self._values(module, scope, node.func, depth):
+                inner = generator.module.scope_of(generator.function)
+                for part in body_walk(generator.function):
+                    if isinstance(part, ast.Yield) and part.value is not None:
+                        yield from self._values(generator.module, inner, part.value, depth)
+        for class_module, cls in self._instance_of(module, scope, node, depth):
+            for next_module, method in self._inherited(class_module, cls, "__next__", depth):
+                for stmt in body_walk(method):
+                    if isinstance(stmt, ast.Return) and stmt.value is not None:
+                        yield from self._values(next_module, next_module.scope_of(method), stmt.value, depth)
+
     def _name(self, module: Symbols, scope: list[ast.AST], node: ast.Name, depth: int) -> Iterator[Value]:
         """A closure, a name bound to a callable in an enclosing function or the module, a parameter
         (what the callers pass), a module-level def, an import."""
-        defs, values = self._named(module, scope, node.id)
+        defs, values = self._named(module, scope, node.id, at=node)
         if defs:
-            yield from (Value(module, d) for d in defs)
+            for d in defs:
+                yield from self._decorated_value(module, module.scope_of(d)[:-1], d, depth)
             return
         if values:
             for value in values:
@@ -201,16 +236,6 @@ def _chain(node: ast.expr) -> tuple[str, str]:
     if not isinstance(node, ast.Name):
         return "", ""
     return node.id, ".".join([node.id, *reversed(names)])
-
-
-def _default(function: ast.AST, name: str) -> ast.expr | None:
-    """The default value of `function`'s parameter `name`, if it has one."""
-    args = function.args
-    positional = [*args.posonlyargs, *args.args]
-    for arg, value in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
-        if arg.arg == name:
-            return value
-    return next((v for a, v in zip(args.kwonlyargs, args.kw_defaults, strict=True) if a.arg == name), None)
 
 
 def _callable_value(node: ast.expr) -> bool:
