@@ -206,7 +206,8 @@ def reach_key(reaches: Mapping[int, Reach] | None) -> str:
     if not reaches:
         return ""
     rows = sorted(
-        [line, r.context, [dataclasses.astuple(s) for s in r.steps], r.whole_return] for line, r in reaches.items()
+        [line, [[a.context, [dataclasses.astuple(s) for s in a.steps], a.whole_return] for a in (r, *r.also)]]
+        for line, r in reaches.items()
     )
     return ":" + hashlib.blake2b(json.dumps(rows).encode(), digest_size=8).hexdigest()
 

@@ -236,10 +236,8 @@ def _analyze_parsed(
         def_line = spans[raw.function.name if isinstance(raw.function, cst.FunctionDef) else raw.function][0][0]
         if lines:  # a triaged piece: its lines are elsewhere in the file
             start_line, end_line, def_line = lines[start_line - 1], lines[end_line - 1], lines[def_line - 1]
-        reach = context.reaches.get(def_line, UNREACHED_REACH)
-        if reach.whole_return != raw.whole_return and not _first_of_pair(reach, raw):
-            reach = UNREACHED_REACH  # the value rescaled is not the one this finding is about
-        if reach.steps and (reach := context.released(reach, raw.returned)) is None:
+        reach = _reach_of(context, context.reaches.get(def_line, UNREACHED_REACH), raw)
+        if reach is None:
             continue  # the releases the project runs leave the value as it is
         if not reach.steps and def_line in context.not_loss_functions:  # not a loss function: nothing to say
             continue
@@ -279,6 +277,20 @@ def _analyze_parsed(
         )
         located.append(Located(finding, edit, raw))
     return located
+
+
+def _reach_of(context: _Context, found: Reach, raw: RawFinding) -> Reach | None:
+    """Who rescales the value `raw` is about: the first of the function's reaches (`Reach.also`) that
+    rescales that value (the bare return or a tuple's first element) in a release the project runs;
+    `UNREACHED_REACH` where none is about that value, None where the releases leave it alone."""
+    candidates = [r for r in (found, *found.also) if r.whole_return == raw.whole_return or _first_of_pair(r, raw)]
+    if not candidates or not candidates[0].steps:
+        return UNREACHED_REACH
+    for reach in candidates:
+        now = context.released(reach, raw.returned)
+        if now is not None:
+            return now
+    return None
 
 
 def _first_of_pair(reach: Reach, raw: RawFinding) -> bool:

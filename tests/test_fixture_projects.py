@@ -34,6 +34,7 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_host_transformers_training_step_after_4_46": "transformers 4.57's Trainer",
     "FAL005/host_transformers_compute_loss": "transformers 4.54+'s Trainer.compute_loss",
     "FAL005/host_compute_loss_func_set_by_the_trainer": "transformers 4.54+'s Trainer.compute_loss",
+    "FAL005/host_second_of_two_rescales": "transformers 4.54+'s Trainer.compute_loss",
     "FAL005/neg_host_transformers_compute_loss_turned_off": "transformers 4.57's Trainer.compute_loss",
     "FAL005/host_accelerate_backward": "accelerate 0.12's Accelerator.backward",
     "FAL005/neg_host_accelerate_backward_0_13": "accelerate 0.13's Accelerator.backward",

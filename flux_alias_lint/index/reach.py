@@ -52,6 +52,10 @@ class Reach:
     # leaves this value as it is (a warning, not an error).
     release: str = ""
     spared_by: str = ""
+    # The other hosts or callers seen to reach the function (`Found._merge`), strongest first: where the
+    # releases a project runs leave this one's value alone, or this one rescales another value (the bare
+    # return, not a tuple's first element), the finding reads the next (`lint.py`).
+    also: tuple[Reach, ...] = ()
 
 
 UNREACHED_REACH = Reach(UNREACHED, ())
@@ -89,8 +93,17 @@ class Found:
 
     def _merge(self, key: Key, reach: Reach) -> None:
         old = self.reached.get(key)
-        if old is None or stronger(reach, old):
+        if old is None:
             self.reached[key] = reach
+            return
+        first, other = (reach, old) if stronger(reach, old) else (old, reach)
+        kinds = {(r.context, r.whole_return) for r in (first, *first.also)}
+        also = list(first.also)
+        for candidate in (dataclasses.replace(other, also=()), *other.also):
+            if (candidate.context, candidate.whole_return) not in kinds:
+                kinds.add((candidate.context, candidate.whole_return))
+                also.append(candidate)
+        self.reached[key] = dataclasses.replace(first, also=tuple(also)) if also != list(first.also) else first
 
 
 def stronger(new: Reach, old: Reach) -> bool:

@@ -371,8 +371,18 @@ def test_every_multi_file_fixture_project_is_confirmed(tmp_path: Path, capsys: p
     no_excludes.write_text("")
     for project in projects:
         expected = len(project.joinpath("expected").read_text().splitlines())
+        if project.relative_to(FIXTURES).as_posix() in SPARED_BY_A_SETTING:
+            # a warning, not a bug: the setting the project turns on leaves the value alone, and verify says so
+            assert main(["verify", "--config", str(no_excludes), str(project)]) == 1
+            out = capsys.readouterr().out
+            assert f"{expected} finding(s): 0 confirmed" in out and "does not rescale" in out, out
+            continue
         assert main(["verify", "--config", str(no_excludes), str(project)]) == 0, capsys.readouterr().out
         assert capsys.readouterr().out.splitlines()[-1].startswith(f"{expected} finding(s): {expected} confirmed")
+
+
+# Fixture projects whose findings are warnings because a setting of theirs spares the value.
+SPARED_BY_A_SETTING = {"FAL001/three_tuple_under_per_token_loss"}
 
 
 def test_a_helper_from_the_project_runs_but_not_its_module_top(
