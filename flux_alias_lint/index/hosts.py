@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import body_walk, is_self_attribute, last_name
+from .nodes import body_walk, dotted, is_self_attribute, last_name
 from .reach import ACCELERATE_BACKWARD, COMPOSER, TRANSFORMERS_COMPUTE_LOSS, TRANSFORMERS_TRAINING_STEP, Reach, Step
 from .resolve import Resolver
 from .symbols import Symbols
@@ -123,10 +123,10 @@ class HostEvidence(Resolver):
         of `packages`."""
         for owner, klass in ((module, cls), *self._bases(module, cls, 0)):
             for base in klass.bases:
-                dotted = _dotted(base)
-                if dotted is None or not dotted.endswith(suffix):
+                chain = dotted(base)
+                if chain is None or not chain.endswith(suffix):
                     continue
-                head, _, rest = dotted.partition(".")
+                head, _, rest = chain.partition(".")
                 target = owner.qualified.get(head, "")
                 full = f"{target}.{rest}" if rest else target
                 if full.split(".")[0] in packages:
@@ -163,12 +163,3 @@ def _accelerator(func: ast.expr) -> bool:
     """`accelerator.backward`, `self.accelerator.backward`: a receiver named like an `Accelerator`."""
     receiver = func.value if isinstance(func, ast.Attribute) else None
     return receiver is not None and "accelerator" in (last_name(receiver) or "").lower()
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    return None

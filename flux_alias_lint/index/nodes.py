@@ -14,6 +14,16 @@ _AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/="}
 _RESCALING_OPERATORS = tuple({text: op for op, text in _AUGMENTED.items()}[text] for text in RESCALING_OPERATORS)
 
 
+def dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a chain of names, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = dotted(node.value)
+        return None if inner is None else f"{inner}.{node.attr}"
+    return None
+
+
 def last_name(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         return node.id

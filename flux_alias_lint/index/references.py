@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .files import python_files
 from .modules import text_of
-from .nodes import bound_names, last_name
+from .nodes import bound_names, dotted, last_name
 from .resolve import Resolver
 from .symbols import FUNCTIONS, PARSE_ERRORS, Symbols
 
@@ -198,8 +198,8 @@ class References(Resolver):
                 continue
             if path in objects:
                 found += self._module_attribute_reads(other, module, name)
-            for local, (dotted, level) in other.targets.items():
-                if (other.path, local) in asked or not self._binds(other, dotted, level, module, name, 0):
+            for local, (target, level) in other.targets.items():
+                if (other.path, local) in asked or not self._binds(other, target, level, module, name, 0):
                     continue
                 # An `__init__` re-exports what it imports, any module what it renames: their
                 # importers are searched too; any other importer's reads are its own.
@@ -227,8 +227,8 @@ class References(Resolver):
         stem = os.path.splitext(os.path.basename(module.path))[0]
         last = (os.path.basename(os.path.dirname(module.path)) if stem == "__init__" else stem).encode()
         for names in _IMPORT.findall(text):
-            for dotted in re.split(rb"\s*,\s*", names.strip()):
-                head = dotted.split()[0] if dotted.strip() else b""
+            for imported in re.split(rb"\s*,\s*", names.strip()):
+                head = imported.split()[0] if imported.strip() else b""
                 if head.rpartition(b".")[2] == last and self._find(path, head.decode(), 0) == module.path:
                     return True
         for dots, source, names in self._from_imports(path):
@@ -269,10 +269,10 @@ class References(Resolver):
         return found
 
     def _names_module(self, other: Symbols, node: ast.expr, module: Symbols) -> bool:
-        dotted = _dotted(node)
-        if dotted is None:
+        chain = dotted(node)
+        if chain is None:
             return False
-        head, _, rest = dotted.partition(".")
+        head, _, rest = chain.partition(".")
         if head not in other.targets:
             return False
         target, level = other.targets[head]
@@ -362,10 +362,10 @@ class References(Resolver):
         if isinstance(node, ast.Name) and node.id in module.targets:
             origin = self._origin(module, *module.targets[node.id], 0)
             return [] if origin is None else self._class_of(origin[0], ast.Name(origin[1]))
-        dotted = _dotted(node.value) if isinstance(node, ast.Attribute) else None
-        if dotted is None or dotted.partition(".")[0] not in module.targets:
+        chain = dotted(node.value) if isinstance(node, ast.Attribute) else None
+        if chain is None or chain.partition(".")[0] not in module.targets:
             return []
-        head, _, rest = dotted.partition(".")
+        head, _, rest = chain.partition(".")
         target, level = module.targets[head]
         path = self._find(module.path, f"{target}.{rest}" if rest else target, level)
         other = self._module(path) if path is not None else None
@@ -598,12 +598,3 @@ def _computed(call: ast.Call) -> bool:
 def _may_look_up(call: ast.Call, name: str) -> bool:
     """Whether `getattr(obj, key)` may look up `name`: a computed key, or `name` itself."""
     return _computed(call) or call.args[1].value == name  # type: ignore[attr-defined]
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return None if inner is None else f"{inner}.{node.attr}"
-    return None
