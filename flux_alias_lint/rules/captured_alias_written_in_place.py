@@ -29,7 +29,10 @@ class CapturedAliasRule(AnalysisRule):
                 f"{found.report_path} = `{expression}` is changed by the in-place `{shortened(write[0])}` at line {write[1]}",
                 "the kept value is then the one after the write, not the one it was kept to show",
             )
-        what = f"{found.report_path} = `{expression}` shares storage with the returned loss `{found.backprop}`"
+        loss = f"the returned loss `{found.backprop}`"
+        if found.entries:  # an entry of a returned dict, which a host takes as its loss (`Host.entry`)
+            loss = f"`{found.backprop}`, returned under {', '.join(repr(k) for k in found.entries)}"
+        what = f"{found.report_path} = `{expression}` shares storage with {loss}"
         return what, consequence(reach)
 
 
