@@ -168,7 +168,7 @@ COMPOSER_TOTAL = Host(
     (
         "microbatches",
         "precision (amp_fp16, the GPU default, scales a copy first)",
-        "DeepSpeed before 0.29 (no multiplication)",
+        "DeepSpeed before 0.28 (no multiplication)",
     ),
     (">=0.2.0,<0.9.0", ">=0.10.0"),
     "Composer 0.2–0.8.2 and 0.10 and later",
@@ -178,7 +178,7 @@ COMPOSER_TOTAL = Host(
     "From 0.10 Composer's trainer takes a dict loss's 'total' entry itself as the loss to backpropagate and "
     "multiplies it in place; a dict without 'total', a tensor or a tuple is summed into a new tensor first, which "
     "no kept value shares (0.9 sums every loss so). Not when AMP fp16 grad scaling is on (`scaler.scale` makes a "
-    "copy) nor under DeepSpeed (0.10–0.26.1 read; gone in 0.29.0); 0.2–0.8.2 multiply every value of a dict, 'total' too.",
+    "copy) nor under DeepSpeed (0.10–0.27.0; gone in 0.28.0); 0.2–0.8.2 multiply every value of a dict, 'total' too.",
     entry="total",
     aliases=("composer",),
 )
@@ -198,6 +198,10 @@ class OutOfPlace:
     operation: str  # the out-of-place operation, as the release writes it
     factor: str  # the setting that is its factor
     line: str  # where it is
+
+    @property
+    def distributions(self) -> tuple[str, ...]:
+        return (self.distribution,)
 
 
 LIGHTNING = OutOfPlace(

@@ -447,8 +447,10 @@ def returned_loss(returned: Any, entry: str = "") -> Any:
     if entry:
         if isinstance(returned, Mapping) and torch.is_tensor(returned.get(entry)):
             return returned[entry]
-        values = returned.values() if isinstance(returned, Mapping) else returned
-        values = list(values) if isinstance(values, (tuple, list, type({}.values()))) else [values]
+        if isinstance(returned, Mapping):
+            values = list(returned.values())
+        else:
+            values = list(returned) if isinstance(returned, (tuple, list)) else [returned]
         if not values or not all(torch.is_tensor(v) for v in values):
             return None
         return sum((v.mean() for v in values), torch.zeros(1))
@@ -659,9 +661,9 @@ def _lowest(distribution: str, wanted: Versions) -> str | None:
 
 
 def _declared(path: str, *distributions: str) -> tuple[Versions, int]:
-    """The releases of ``distribution`` the project of ``path`` allows in its own files (index/releases.py reads
-    them; the install beside the linter does not count), empty where it declares none; and how deep the directory
-    declaring them is (the nearest to ``path`` is the one meant)."""
+    """The releases of ``distributions`` (one project's names) the project of ``path`` allows in its own files
+    (index/releases.py reads them; the install beside the linter does not count), empty where it declares none; and
+    how deep the directory declaring them is (the nearest to ``path`` is the one meant)."""
     found, files = declarations(path, *distributions)
     lines = () if found is None else tuple(d for d in found.lines if d.where != "installed")
     if found is None or not lines:
@@ -723,16 +725,12 @@ def out_of_place(name: str, in_place: bool = False) -> Host:
     )
 
 
-def _names(row: facts.Host | facts.OutOfPlace) -> tuple[str, ...]:
-    return row.distributions if isinstance(row, facts.Host) else (row.distribution,)
-
-
 def for_project(path: str) -> tuple[str, Host]:
     """The host of the project of ``path`` as its own pin and settings have it: the host row (or out-of-place host)
     whose distribution it declares, a row whose setting it sets first; the lowest release its pin allows. And the
     row's name."""
     rows: list[facts.Host | facts.OutOfPlace] = [*facts.HOSTS, *facts.OUT_OF_PLACE]
-    depth = {row.name: _declared(path, *_names(row))[1] for row in rows}
+    depth = {row.name: _declared(path, *row.distributions)[1] for row in rows}
     nearest = max(depth.values())
     if nearest < 0:
         raise ValueError(f"the project of {path} declares no host's distribution")
