@@ -35,8 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.install:
         for release in hosts.releases():
             hosts.install(release)
-    trainer, loop = CASES / "trainer_subclass.py", CASES / "own_loop.py"
-    rows = [(context, trainer, 8, (Step(str(trainer), 8, "compute_loss"),)) for context in hosts.HOSTS]
+    trainer, loop, model = CASES / "trainer_subclass.py", CASES / "own_loop.py", CASES / "model_total.py"
+    # A host taking one entry of a returned dict as its loss (Composer's 'total') gets a model returning one.
+    rows = [
+        (context, model, 8, (Step(str(model), 8, "loss"),))
+        if host.entry
+        else (context, trainer, 8, (Step(str(trainer), 8, "compute_loss"),))
+        for context, host in hosts.HOSTS.items()
+    ]
     caller = (Step(str(loop), 17, "its loss is returned to train"), Step(str(loop), 18, "rescaled"))
     rows.append((IN_PLACE_CALLER, loop, 9, caller))
     print("| context | host | what ran | kept alias | kept copy | seconds |")
@@ -47,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         [verdict] = verify_source(read_source(str(path)), DEFAULT_SELECTION, Settings(), reaches)
         host = hosts.host_of(context, steps)
         assert host is not None
-        [copy] = hosts.run_under_host(host, [hosts.ModuleSubject(str(CASES / "kept_copy.py"))])
+        copied = CASES / ("kept_total_copy.py" if host.entry else "kept_copy.py")
+        [copy] = hosts.run_under_host(host, [hosts.ModuleSubject(str(copied))])
         seconds = time.monotonic() - started
         status = "CONFIRMED" if verdict.confirmed else "UNCONFIRMED"
         kept = re.match(r"\S+ (.*?\)) after", verdict.detail)

@@ -283,7 +283,7 @@ def _reach_of(context: _Context, found: Reach, raw: RawFinding) -> Reach | None:
     """Who rescales the value `raw` is about: the first of the function's reaches (`Reach.also`) that
     rescales that value (the bare return or a tuple's first element) in a release the project runs;
     `UNREACHED_REACH` where none is about that value, None where the releases leave it alone."""
-    candidates = [r for r in (found, *found.also) if r.whole_return == raw.whole_return or _first_of_pair(r, raw)]
+    candidates = [r for r in (found, *found.also) if _rescales(r, raw)]
     if not candidates or not candidates[0].steps:
         return UNREACHED_REACH
     for reach in candidates:
@@ -291,6 +291,17 @@ def _reach_of(context: _Context, found: Reach, raw: RawFinding) -> Reach | None:
         if now is not None:
             return now
     return None
+
+
+def _rescales(reach: Reach, raw: RawFinding) -> bool:
+    """Whether `reach` rescales the value `raw` is about: a host taking one entry of a returned dict as its loss
+    (`Host.entry`) that entry's captures alone; any other, a bare return or a tuple's first element as it
+    receives it."""
+    host = BY_NAME.get(reach.context)
+    entry = host.entry if host is not None else None
+    if entry is not None or raw.entries:
+        return entry in raw.entries and reach.whole_return and raw.code == CAPTURE_CODE
+    return reach.whole_return == raw.whole_return or _first_of_pair(reach, raw)
 
 
 def _first_of_pair(reach: Reach, raw: RawFinding) -> bool:

@@ -26,8 +26,10 @@ import importlib.util
 import itertools
 import json
 import pathlib
+import time
 import types
 
+import libcst as cst
 import pytest
 import torch
 from fixture_corpus import (
@@ -48,6 +50,8 @@ from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
 from flux_alias_lint.cli import main
 from flux_alias_lint.harness import hosts
 from flux_alias_lint.harness.captures import CaptureWatch
+from flux_alias_lint.harness.probe import SHAPES, build_probe
+from flux_alias_lint.harness.verify import _explore
 from flux_alias_lint.index.reach import IN_PLACE_CALLER
 
 BASE = (0.5, 1.25, 2.0, 3.5)  # no zero sums or products: every alias visibly moves
@@ -281,9 +285,10 @@ def test_fix_source_stops_the_rescale_leaking(path: pathlib.Path, tmp_path: path
 
 @pytest.mark.parametrize("context", sorted(hosts.HOSTS))
 def test_a_kept_loss_moves_under_its_host_and_a_copy_does_not(context: str):
-    kept, copied = run_through_host(
-        hosts.HOSTS[context], [HOST_CASES_DIR / "kept_on_self.py", HOST_CASES_DIR / "kept_copy.py"]
-    )
+    host = hosts.HOSTS[context]
+    kept = "kept_total_on_self.py" if host.entry else "kept_on_self.py"  # a host taking a dict's entry gets a dict
+    copy = "kept_total_copy.py" if host.entry else "kept_copy.py"
+    kept, copied = run_through_host(host, [HOST_CASES_DIR / kept, HOST_CASES_DIR / copy])
     assert_claim(Kind.POSITIVE, kept, captures=True)
     assert_claim(Kind.NEGATIVE, copied, captures=True)
     assert_same_training(kept, copied)
@@ -352,3 +357,56 @@ def test_a_negative_host_project_holds_under_its_pinned_release(fixture: str) ->
         assert run.ran.startswith(real), run.ran
     assert not held.moved, f"kept values moved under {pinned.name} ({held.ran}): {held.moved}"
     assert moved.moved, f"nothing kept moved under {twin.name} ({moved.ran}): the capture is not watched"
+
+
+# Composer's negatives are other shapes under the same releases, not other releases: the loss method of each, its
+# `.detach()`es watched as `verify` watches a finding's, runs under the recorded 0.10+ lines (`composer-total`), and
+# what it keeps holds. Its twin: the same run with the kept value taken as the loss (the host taking that entry; a
+# bare loss under 0.2-0.8.2's line), where it moves, so the watch would see it.
+COMPOSER_SHAPES = {
+    "FAL005/neg_composer_total_other_key": ("ce", hosts.COMPOSER_TOTAL),
+    "FAL005/neg_composer_no_total": ("ce", hosts.COMPOSER_TOTAL),
+    "FAL005/neg_composer_bare_after_0_9": ("", hosts.COMPOSER),
+}
+
+
+def test_every_composer_negative_is_run() -> None:
+    assert set(COMPOSER_SHAPES) == {fixture_id(p) for p in FIXTURES.glob("FAL*/neg_composer_*") if p.is_dir()}
+
+
+class _Detached(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.loss: cst.FunctionDef | None = None
+        self.calls: list[cst.Call] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value == "loss":
+            self.loss = node
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "detach":
+            self.calls.append(node)
+
+
+@pytest.mark.parametrize("fixture", sorted(COMPOSER_SHAPES))
+def test_a_composer_negative_holds_under_composers_lines(fixture: str) -> None:
+    path = FIXTURES / fixture / "loss.py"
+    module = cst.parse_module(path.read_text(encoding="utf-8"))
+    found = _Detached()
+    module.visit(found)
+    assert found.loss is not None and found.calls
+    marked = [(node, key) for key, node in enumerate(found.calls)]
+    probe = build_probe(module, found.loss, SHAPES[0], {id(n): k for n, k in marked}, path=str(path), faithful=True)
+    execution = next(e for e in _explore(probe, time.monotonic() + 60) if e.error is None)
+    subject = hosts.ProbeSubject(
+        module, found.loss, marked, [], SHAPES[0], True, str(path), execution.taken, dict(execution.roles)
+    )
+    kept_entry, twin_context = COMPOSER_SHAPES[fixture]
+    host = hosts.HOSTS[hosts.COMPOSER_TOTAL]
+    twin = dataclasses.replace(host, entry=kept_entry) if kept_entry else hosts.HOSTS[twin_context]
+    [held] = hosts.run_under_host(host, [subject])
+    [moved] = hosts.run_under_host(twin, [subject])
+    for run in (held, moved):
+        assert not run.error, f"{fixture} ({run.ran}): {run.error}"
+    assert not held.moved, f"kept values moved under {host.name} ({held.ran}): {held.moved}"
+    assert moved.moved, f"nothing kept moved with it taken as the loss ({moved.ran}): the capture is not watched"

@@ -140,6 +140,9 @@ class CaptureTracking:
         if not val.container:
             self._captures_of_loss(val, node, env, whole_return=True)
             return
+        if val.container == "dict":
+            self._captures_of_entries(val, node, env)
+            return
         keys: list[Key] = [k for k, _ in val.items]
         if val.container != "seq" or keys not in ([0, 1], [0, 1, 2]):
             return
@@ -175,6 +178,29 @@ class CaptureTracking:
                     whole_return=whole_return,
                 )
 
+    def _captures_of_entries(self, returned: Val, node: cst.BaseExpression | None, env: Env) -> None:
+        """At `return {"total": total, "ce": ce}`: the captures sharing storage with an entry of the returned dict,
+        each with the keys of the entries it shares. A host that takes one entry as its loss and rescales it in
+        place (`facts.hosts.Host.entry`: Composer's `'total'`) proves the finding; nothing else does."""
+        captured = env.get(CAPTURED)
+        if captured is None:
+            return
+        entries = [(k, v) for k, v in returned.items if isinstance(k, str) and not v.immutable]
+        for alias in captured.aliases:
+            keys = tuple(k for k, v in entries if any(_overlap(alias, b) for b in v.aliases))
+            if not keys:
+                continue
+            value = returned.item(keys[0])
+            self._capture_finding(
+                alias,
+                self._places[alias],
+                None,
+                proof_needed=True,
+                tensor=self._may_be_tensor(value),
+                loss=_entry_source(self.module, node, keys[0]) or self._backprop_source(None, value),
+                entries=keys,
+            )
+
     def _capture_finding(
         self,
         alias: Alias,
@@ -185,6 +211,7 @@ class CaptureTracking:
         tensor: bool,
         loss: str = "",
         whole_return: bool = False,
+        entries: tuple[str, ...] = (),
     ) -> None:
         """`write`: the statement or call writing in place, None for the rescale of the returned `loss`;
         `tensor`: the written value is shown to be a tensor (the fix, `.clone()`, needs one)."""
@@ -207,6 +234,7 @@ class CaptureTracking:
             proof_needed,
             write,
             whole_return,
+            entries=entries,
         )
 
     # Provided by `ModuleAnalysis`.
@@ -220,6 +248,18 @@ class CaptureTracking:
     _backprop_source: Callable[[cst.BaseExpression | None, Val], str]
     _rebound_names: Callable[[cst.FunctionDef], frozenset[str]]
     _keep_in_summary: Callable[[str, Val], None]
+
+
+def _entry_source(module: cst.Module, node: cst.BaseExpression | None, key: str) -> str:
+    """The expression a returned dict display gives for `key` (`total` in `{"total": total}`), else ""."""
+    for element in node.elements if isinstance(node, cst.Dict) else ():
+        if (
+            isinstance(element, cst.DictElement)
+            and isinstance(element.key, cst.SimpleString)
+            and element.key.evaluated_value == key
+        ):
+            return module.code_for_node(element.value)
+    return ""
 
 
 def _write_to(writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], backprop: Val) -> cst.CSTNode | None:

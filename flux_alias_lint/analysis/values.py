@@ -394,6 +394,9 @@ class RawFinding:
     # FAL005: the loss rescaled is the function's bare return value, not its tuple's first element: only
     # a reach saying so (`project.Reach.whole_return`) proves it.
     whole_return: bool = False
+    # FAL005: the captured value shares storage with these entries of a returned dict (not with a bare or a tuple's
+    # first loss): only a host taking one of them as its loss (`facts.hosts.Host.entry`) proves it.
+    entries: tuple[str, ...] = ()
     # The length of the returned tuple, 2 `(loss, report)` or 3 `(loss, num_tokens, report)`: what Megatron
     # does to the loss depends on it (0: not known, a capture).
     returned: int = 0

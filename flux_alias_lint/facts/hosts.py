@@ -33,7 +33,7 @@ class Host:
     """One host that rescales the loss it receives in place."""
 
     name: str  # the context of its findings
-    distribution: str  # the PyPI distribution whose releases do it
+    distribution: str  # the PyPI distribution whose releases do it (a project may declare it under `aliases` too)
     receives: str  # the call through which it receives the user's loss
     does: str  # who does what to it, in a finding's message
     operation: str  # the in-place operation, as the release writes it
@@ -51,6 +51,16 @@ class Host:
     # The loss function may return `(loss, outputs)` instead (`compute_loss(..., return_outputs=True)`): its
     # first element is the loss the host receives bare, so a capture of it is this host's too.
     or_first_of_pair: bool = False
+    # The loss function returns a dict and the host rescales in place only its entry under this key (Composer's
+    # `'total'`): a capture of that entry is this host's, a bare returned loss is not.
+    entry: str | None = None
+    # Other names the same releases are published under on PyPI (`composer` is `mosaicml` from 0.13.2).
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def distributions(self) -> tuple[str, ...]:
+        """Every name a project may declare the host's releases under."""
+        return (self.distribution, *self.aliases)
 
 
 MEGATRON = Host(
@@ -135,18 +145,45 @@ COMPOSER = Host(
     "mosaicml",
     "a `ComposerModel` subclass's `loss(outputs, batch)` returns the loss to `Trainer._train_microbatch`",
     "Composer's trainer multiplies it in place by microbatch/batch size",
-    "`microbatch_loss.mul_(microbatch_size / batch_size)`",
+    "`loss.mul_(microbatch_num_samples / current_batch_size)`",
     "× microbatch size / batch size",
     ("microbatches",),
     (">=0.2.0,<0.9.0",),
     "Composer 0.2–0.8.2",
-    "composer/trainer/trainer.py, Trainer._train_microbatch",
+    "composer/trainer/trainer.py:1798 (0.8.2), Trainer._train_microbatch, each element of `ensure_tuple(loss)`",
     "FAL005/host_composer",
-    "Composer's trainer multiplies every returned loss in place (emulated: no public case found); 0.10–0.32.1 "
-    "only a dict loss's 'total', which is no bare returned loss.",
+    "Composer's trainer multiplies every returned loss in place (every element of a tuple, every value of a dict; "
+    "emulated: no public case found); 0.9 sums them into a new tensor first; 0.10 and later only a dict loss's "
+    "'total' (`composer-total`).",
+    aliases=("composer",),
+)
+COMPOSER_TOTAL = Host(
+    "composer-total",
+    "mosaicml",
+    "a `ComposerModel` subclass's `loss(outputs, batch)` returns a dict with a `'total'` entry to "
+    "`Trainer._train_microbatch`",
+    "Composer's trainer multiplies its 'total' entry in place by microbatch/batch size",
+    "`microbatch_loss.mul_(microbatch_num_samples / current_batch_size)`",
+    "× microbatch size / batch size",
+    (
+        "microbatches",
+        "precision (amp_fp16, the GPU default, scales a copy first)",
+        "DeepSpeed before 0.28 (no multiplication)",
+    ),
+    (">=0.2.0,<0.9.0", ">=0.10.0"),
+    "Composer 0.2–0.8.2 and 0.10 and later",
+    "composer/trainer/trainer.py:1937–1968 (0.10.0), :2431–2462 (0.16.0), :2962–2990 (0.32.1), "
+    "Trainer._train_microbatch: `microbatch_loss = self.state.loss['total']`",
+    "FAL005/host_composer_total",
+    "From 0.10 Composer's trainer takes a dict loss's 'total' entry itself as the loss to backpropagate and "
+    "multiplies it in place; a dict without 'total', a tensor or a tuple is summed into a new tensor first, which "
+    "no kept value shares (0.9 sums every loss so). Not when AMP fp16 grad scaling is on (`scaler.scale` makes a "
+    "copy) nor under DeepSpeed (0.10–0.27.0; gone in 0.28.0); 0.2–0.8.2 multiply every value of a dict, 'total' too.",
+    entry="total",
+    aliases=("composer",),
 )
 
-HOSTS: tuple[Host, ...] = (MEGATRON, TRAINING_STEP, COMPUTE_LOSS, ACCELERATE_BACKWARD, COMPOSER)
+HOSTS: tuple[Host, ...] = (MEGATRON, TRAINING_STEP, COMPUTE_LOSS, ACCELERATE_BACKWARD, COMPOSER, COMPOSER_TOTAL)
 BY_NAME: dict[str, Host] = {host.name: host for host in HOSTS}
 
 
@@ -161,6 +198,10 @@ class OutOfPlace:
     operation: str  # the out-of-place operation, as the release writes it
     factor: str  # the setting that is its factor
     line: str  # where it is
+
+    @property
+    def distributions(self) -> tuple[str, ...]:
+        return (self.distribution,)
 
 
 LIGHTNING = OutOfPlace(

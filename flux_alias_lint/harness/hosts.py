@@ -55,6 +55,7 @@ TRAINING_STEP = "transformers-training-step"
 COMPUTE_LOSS = "transformers-compute-loss"
 ACCELERATE_BACKWARD = "accelerate-backward"
 COMPOSER = "composer"
+COMPOSER_TOTAL = "composer-total"
 
 # The factors a run uses: gradient accumulation steps and world size 2, Composer's microbatch 2 of a batch of 4.
 STEPS = 2
@@ -201,6 +202,7 @@ class Host:
     on: bool = True  # the setting the rescale depends on (average_tokens_across_devices), as the run sets it
     shown: str = ""  # where `in_place` is False: the releases that do `line` in place, said
     profile: str = ""  # a megatron-core profile (profiles.py) that rescales the returned `(loss, report)`
+    entry: str = ""  # the entry of a returned dict the host takes as its loss (facts.hosts.Host.entry)
 
     @property
     def said(self) -> str:
@@ -257,6 +259,17 @@ HOSTS: dict[str, Host] = {
         f"a microbatch of {MICROBATCH} in a batch of {BATCH}",
         emulated_because="no public case to run it on (Composer's trainer needs a whole ComposerModel and dataloader)",
     ),
+    # 0.10 and later: `microbatch_loss = self.state.loss['total']`, then the recorded `microbatch_loss.mul_(...)`;
+    # a loss without 'total' summed into a new tensor first (`returned_loss`).
+    COMPOSER_TOTAL: Host(
+        "Composer's Trainer._train_microbatch",
+        *_recorded(COMPOSER_TOTAL),
+        MICROBATCH / BATCH,
+        f"a microbatch of {MICROBATCH} in a batch of {BATCH}, the dict's 'total' taken as the loss (0.10+)",
+        emulated_because="Composer's trainer is heavy (it needs a whole ComposerModel, dataloader and its "
+        "dependencies): its recorded 0.10+ lines run instead",
+        entry=facts.COMPOSER_TOTAL.entry or "",
+    ),
 }
 
 
@@ -300,6 +313,7 @@ class Made:
     """A subject, made in the process that runs the host: the user's function as the host calls it."""
 
     returned: Any = None  # the loss it returned, which the host rescales
+    entry: str = ""  # the host takes this entry of a returned dict as the loss (Host.entry)
     owner: type | None = None  # the class whose method it is (a Trainer subclass's `compute_loss`), made by the host
 
     def __call__(self, handed: Any, *host_args: Any, **host_kwargs: Any) -> Any:
@@ -357,7 +371,7 @@ class _MadeProbe(Made):
         if execution.taken != self._taken:
             raise RuntimeError("the probe took another path")
         self._execution, self.returned = execution, execution.outputs
-        return _loss(execution.outputs)
+        return _loss(execution.outputs, self.entry)
 
     def moved(self) -> dict[str, str]:
         return self._execution.captures.moved() if self._execution is not None else {}
@@ -405,7 +419,7 @@ class _MadeModule(Made):
         returned = self.returned
         if isinstance(returned, tuple) and len(returned) in (2, 3):
             returned = returned[0]  # a Megatron `(loss, report)`: the schedule rescales its first element
-        return _loss(returned)
+        return _loss(returned, self.entry)
 
     def moved(self) -> dict[str, str]:
         return self._watch.moved()
@@ -422,20 +436,32 @@ def _takes(func: Any, args: tuple[Any, ...]) -> bool:
     return True
 
 
-def returned_loss(returned: Any) -> Any:
+def returned_loss(returned: Any, entry: str = "") -> Any:
     """The loss a host takes from what the function returned: the tensor itself, or a model output's loss
-    (``outputs["loss"]`` of a mapping such as transformers' ``ModelOutput``, else ``outputs.loss``); None if none."""
+    (``outputs["loss"]`` of a mapping such as transformers' ``ModelOutput``, else ``outputs.loss``); None if none.
+    ``entry``: a host taking that entry of a returned dict as its loss (Composer 0.10+'s ``'total'``), which sums
+    anything else into a new tensor first, as the release does (``microbatch_loss.add_(loss.mean())`` on zeros)."""
     from ._deps import require_torch
 
     torch = require_torch()
+    if entry:
+        if isinstance(returned, Mapping) and torch.is_tensor(returned.get(entry)):
+            return returned[entry]
+        if isinstance(returned, Mapping):
+            values = list(returned.values())
+        else:
+            values = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        if not values or not all(torch.is_tensor(v) for v in values):
+            return None
+        return sum((v.mean() for v in values), torch.zeros(1))
     if torch.is_tensor(returned):
         return returned
     loss = returned.get("loss") if isinstance(returned, Mapping) else getattr(returned, "loss", None)
     return loss if torch.is_tensor(loss) else None
 
 
-def _loss(returned: Any) -> Any:
-    loss = returned_loss(returned)
+def _loss(returned: Any, entry: str = "") -> Any:
+    loss = returned_loss(returned, entry)
     if loss is None:
         raise TypeError(f"it returned a {type(returned).__name__}, not a loss tensor or a model output with one")
     return loss
@@ -462,9 +488,11 @@ def _values(tensor: Any) -> list[float] | None:
     return None if tensor is None else [float(v) for v in tensor.detach().flatten().tolist()]
 
 
-def observe(made: Made, ran: str, extra_grads: Sequence[Any] = ()) -> HostRun:
-    """A subject after its host ran: its kept values, its loss, its gradients and those of the host's model."""
+def observe(made: Made, ran: str, extra_grads: Sequence[Any] = (), loss: Any = None) -> HostRun:
+    """A subject after its host ran: its kept values, its loss (``loss``: the one the host took, where it is not
+    what the function returned), its gradients and those of the host's model."""
     returned = made.returned[0] if isinstance(made.returned, tuple) else made.returned  # a `(loss, report)`'s loss
+    returned = returned if loss is None else loss
     return HostRun(made.moved(), _values(returned), [_values(g) for g in [*made.grads(), *extra_grads]], ran)
 
 
@@ -474,10 +502,12 @@ def emulate(host: Host, subject: Subject, why: str) -> HostRun:
 
     torch = require_torch()
     made = subject.make()
+    made.entry = host.entry
     base = torch.tensor((0.5, 1.25, 2.0, 3.5), requires_grad=True)
     ran = host.emulated(why)
+    taken = None
     try:
-        loss = made(base * 1.0)  # a non-leaf model output, as a host hands it
+        loss = taken = made(base * 1.0)  # a non-leaf model output, as a host hands it
         if host.profile:
             from .profiles import PROFILES
 
@@ -490,7 +520,7 @@ def emulate(host: Host, subject: Subject, why: str) -> HostRun:
             loss.backward()
     except Exception as exc:  # the subject's code refused; the caller says so
         return HostRun(made.moved(), None, [], ran, f"{type(exc).__name__}: {exc}")
-    return observe(made, ran, [base.grad])
+    return observe(made, ran, [base.grad], taken if host.entry else None)
 
 
 def run_under_host(host: Host, subjects: Sequence[Subject], install_missing: bool = False) -> list[HostRun]:
@@ -630,11 +660,11 @@ def _lowest(distribution: str, wanted: Versions) -> str | None:
     return next((v for v in _candidates(distribution) if relation(allowed(f"=={v}"), wanted) != "excludes"), None)
 
 
-def _declared(path: str, distribution: str) -> tuple[Versions, int]:
-    """The releases of ``distribution`` the project of ``path`` allows in its own files (index/releases.py reads
-    them; the install beside the linter does not count), empty where it declares none; and how deep the directory
-    declaring them is (the nearest to ``path`` is the one meant)."""
-    found, files = declarations(path, distribution)
+def _declared(path: str, *distributions: str) -> tuple[Versions, int]:
+    """The releases of ``distributions`` (one project's names) the project of ``path`` allows in its own files
+    (index/releases.py reads them; the install beside the linter does not count), empty where it declares none; and
+    how deep the directory declaring them is (the nearest to ``path`` is the one meant)."""
+    found, files = declarations(path, *distributions)
     lines = () if found is None else tuple(d for d in found.lines if d.where != "installed")
     if found is None or not lines:
         return (), -1
@@ -700,7 +730,7 @@ def for_project(path: str) -> tuple[str, Host]:
     whose distribution it declares, a row whose setting it sets first; the lowest release its pin allows. And the
     row's name."""
     rows: list[facts.Host | facts.OutOfPlace] = [*facts.HOSTS, *facts.OUT_OF_PLACE]
-    depth = {row.name: _declared(path, row.distribution)[1] for row in rows}
+    depth = {row.name: _declared(path, *row.distributions)[1] for row in rows}
     nearest = max(depth.values())
     if nearest < 0:
         raise ValueError(f"the project of {path} declares no host's distribution")
@@ -710,7 +740,7 @@ def for_project(path: str) -> tuple[str, Host]:
     hosted = [row for row in rows if isinstance(row, facts.Host)]
     set_here = [row for row in hosted if row.setting is not None and project_setting(path, row.setting.name)]
     row = (set_here or hosted)[0]
-    version = _lowest(row.distribution, _declared(path, row.distribution)[0])
+    version = _lowest(row.distribution, _declared(path, *row.distributions)[0])
     if version is None:
         raise ValueError(f"the project of {path} pins no {row.distribution} release a run can use")
     value = project_setting(path, row.setting.name) if row.setting is not None else None

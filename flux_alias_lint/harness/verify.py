@@ -647,6 +647,8 @@ def _verify_hosted(
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
     deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    # The entry of a returned dict the findings' host takes as its loss (Composer's 'total'), if it takes one.
+    entry = next((h.entry for i in items if (h := HOSTS.get(i.finding.context)) is not None and h.entry), "")
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
             probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
@@ -655,14 +657,14 @@ def _verify_hosted(
         for explored in _explore(probe, deadline):
             pending = [key for key in range(len(items)) if key not in verdicts]
             problem = _shape_problem(explored) if explored.error is not None else None
-            if problem is None and returned_loss(explored.outputs) is None:
+            if problem is None and returned_loss(explored.outputs, entry) is None:
                 what = _describe(explored.outputs)
                 problem = ((2, 0), f"with stand-in inputs it returned {what}, not a loss or a model output with one")
             if problem is not None:
                 for key in pending:
                     furthest[key].note(*problem)
                 continue
-            execution = _with_scalar_loss(probe, explored)
+            execution = _with_scalar_loss(probe, explored, entry)
             by_host: dict[Host, list[int]] = collections.defaultdict(list)
             for key in pending:
                 if entries[id(items[key].raw.entry)] in execution.marks:
@@ -686,16 +688,16 @@ def _verify_hosted(
     return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
 
 
-def _with_scalar_loss(probe: Probe, execution: Execution) -> Execution:
+def _with_scalar_loss(probe: Probe, execution: Execution, entry: str = "") -> Execution:
     """The execution, or the same path with one named stand-in a scalar (the one made last first) where that makes
     the returned loss a single value: a host's backward step needs one, as a real loss is (`outputs["loss"]`)."""
-    if returned_loss(execution.outputs).numel() == 1:
+    if returned_loss(execution.outputs, entry).numel() == 1:
         return execution
     for name in reversed(list(execution.made)):
         if execution.roles.get(name) == "scalar":
             continue
         trial = probe.execute(execution.taken, {**execution.roles, name: "scalar"})
-        loss = returned_loss(trial.outputs) if trial.error is None else None
+        loss = returned_loss(trial.outputs, entry) if trial.error is None else None
         if (
             loss is not None
             and loss.numel() == 1

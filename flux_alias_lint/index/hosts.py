@@ -8,7 +8,8 @@ reports the captures at `return loss`), under the host's own context:
 - a `compute_loss_func=` passed to a `...Trainer(...)` call: the base `Trainer.compute_loss`
   multiplies what it returns (`transformers-compute-loss`, then `training_step`, `index/releases.py`);
 - `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`);
-- a Composer `ComposerModel` subclass's `loss` method (`composer`).
+- a Composer `ComposerModel` (or `HuggingFaceModel`) subclass's `loss` method: a bare loss (`composer`), or the `'total'` entry of a
+  returned dict (`composer-total`: the row's `entry`, which the analysis matches to the captures of that entry).
 Whether the release the project runs does it is decided when a finding is made (`index/releases.py`).
 """
 
@@ -17,14 +18,30 @@ from __future__ import annotations
 import ast
 
 from .nodes import body_walk, dotted, is_self_attribute, last_name
-from .reach import ACCELERATE_BACKWARD, COMPOSER, TRANSFORMERS_COMPUTE_LOSS, TRANSFORMERS_TRAINING_STEP, Reach, Step
+from .reach import (
+    ACCELERATE_BACKWARD,
+    COMPOSER,
+    COMPOSER_TOTAL,
+    TRANSFORMERS_COMPUTE_LOSS,
+    TRANSFORMERS_TRAINING_STEP,
+    Reach,
+    Step,
+)
 from .resolve import Resolver
 from .symbols import Symbols
 
 # What a file must hold for any of these (plain substring tests: most files have none): an override
 # of `compute_loss` in a `...Trainer` subclass, a `compute_loss_func=`, a Composer model, a call of
 # `accelerator.backward(` (any receiver named so).
-_WORDS = ((b"def compute_loss(", b"Trainer"), (b"compute_loss_func",), (b"ComposerModel",), (b"ccelerator.backward(",))
+_WORDS = (
+    (b"def compute_loss(", b"Trainer"),
+    (b"compute_loss_func",),
+    (b"ComposerModel",),
+    (b"HuggingFaceModel",),
+    (b"ccelerator.backward(",),
+)
+# Composer's model base classes a project's model derives (`HuggingFaceModel` derives `ComposerModel`: llm-foundry's).
+_COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel")
 _TRAINER_PACKAGES = ("transformers", "trl")
 
 
@@ -45,10 +62,12 @@ class HostEvidence(Resolver):
             if (
                 cls is not None
                 and function.name == "loss"
-                and self._derives(module, cls, ("composer",), "ComposerModel")
+                and any(self._derives(module, cls, ("composer",), base) for base in _COMPOSER_MODELS)
             ):
                 what = f"its loss is returned by {cls.name}.loss to Composer's Trainer._train_microbatch"
                 self._reach(module.path, function, self._host(module, function, COMPOSER, what))
+                what = f"its dict of losses is returned by {cls.name}.loss to Composer's Trainer._train_microbatch"
+                self._reach(module.path, function, self._host(module, function, COMPOSER_TOTAL, what))
             self._handed_to_hosts(module, [*scope, function], function)
         self._handed_to_hosts(module, [], module.tree)
 

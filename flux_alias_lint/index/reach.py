@@ -22,6 +22,7 @@ TRANSFORMERS_TRAINING_STEP = "transformers-training-step"
 TRANSFORMERS_COMPUTE_LOSS = "transformers-compute-loss"
 ACCELERATE_BACKWARD = "accelerate-backward"
 COMPOSER = "composer"
+COMPOSER_TOTAL = "composer-total"
 # Unreached, but the function value goes where the index cannot follow it (`escapes.py`): it may
 # reach a host. Its steps lead to that place.
 ESCAPES = "escapes"

@@ -372,35 +372,41 @@ def installed(distribution: str) -> str | None:
         return None
 
 
-def declarations(path: str, distribution: str) -> tuple[Declared | None, tuple[str, ...]]:
-    """What the nearest directory at or above `path` (up to its project's root) declaring
-    `distribution` declares of it; else its installed release; else None. And the files read."""
+def declarations(path: str, *distributions: str) -> tuple[Declared | None, tuple[str, ...]]:
+    """What the nearest directory at or above `path` (up to its project's root) declaring one of `distributions`
+    (the names one project is published under: `mosaicml`, `composer`) declares of it; else the release of the
+    first installed; else None. And the files read."""
     root = project_root(path)
     directory = os.path.dirname(os.path.realpath(path))
-    dist = normalised(distribution)
+    names = [normalised(distribution) for distribution in distributions]
     read: list[str] = []
     while True:
         found, files = _declared_in(directory)
         read += files
-        if dist in found:
-            return found[dist], tuple(read)
+        declared = [found[name] for name in names if name in found]
+        if declared:
+            return Declared(
+                tuple(d for one in declared for d in one.lines), tuple(i for one in declared for i in one.versions)
+            ), tuple(read)
         if directory == root or os.path.dirname(directory) == directory or not directory.startswith(root):
             break
         directory = os.path.dirname(directory)
-    version = installed(distribution)
-    if version is None:
-        return None, tuple(read)
-    try:
-        versions = allowed(f"=={version}")
-    except ValueError:
-        return None, tuple(read)
-    return Declared((Declaration("installed", f"{distribution} {version}", versions),), versions), tuple(read)
+    for distribution in distributions:
+        version = installed(distribution)
+        if version is None:
+            continue
+        try:
+            versions = allowed(f"=={version}")
+        except ValueError:
+            return None, tuple(read)
+        return Declared((Declaration("installed", f"{distribution} {version}", versions),), versions), tuple(read)
+    return None, tuple(read)
 
 
 def host_release(path: str, host: Host) -> Release:
     """Whether `host` rescales a loss returned by a function of the file `path` in place, in the
     releases its project may run, and the clause saying which release and where it is pinned."""
-    found, files = declarations(path, host.distribution) if path not in ("-", "<string>") else (None, ())
+    found, files = declarations(path, *host.distributions) if path not in ("-", "<string>") else (None, ())
     releases, shown = any_of(host.releases), host.shown
     set_at = ""
     if host.setting is not None and (host.setting.releases_if_on is not None or host.setting.off_stops_it):

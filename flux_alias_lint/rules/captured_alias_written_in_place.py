@@ -29,7 +29,10 @@ class CapturedAliasRule(AnalysisRule):
                 f"{found.report_path} = `{expression}` is changed by the in-place `{shortened(write[0])}` at line {write[1]}",
                 "the kept value is then the one after the write, not the one it was kept to show",
             )
-        what = f"{found.report_path} = `{expression}` shares storage with the returned loss `{found.backprop}`"
+        loss = f"the returned loss `{found.backprop}`"
+        if found.entries:  # an entry of a returned dict, which a host takes as its loss (`Host.entry`)
+            loss = f"`{found.backprop}`, returned under {', '.join(repr(k) for k in found.entries)}"
+        what = f"{found.report_path} = `{expression}` shares storage with {loss}"
         return what, consequence(reach)
 
 
@@ -59,7 +62,9 @@ view, a conversion that may return `self`, or the tensor itself. The writers:
   `Trainer.training_step` (transformers 4.46.0–4.46.1) for a `Trainer` subclass's `compute_loss`,
   `Trainer.compute_loss` (×world size, 4.54 on) for a `compute_loss_func=`, `Accelerator.backward`
   (accelerate 0.11–0.12) for `loss = f(...)` then `accelerator.backward(loss)`, Composer 0.2–0.8.2
-  for a `ComposerModel`'s `loss`. The message names the host, the release and where it is pinned.
+  for a `ComposerModel`'s `loss`, and Composer 0.10 on for the `'total'` entry of the dict it returns
+  (`return {"total": total, "ce": ce}`: the trainer backpropagates `total` itself). The message names the
+  host, the release and where it is pinned.
 - a caller in the project that unpacks the returned loss, or gets it whole, and rescales it in
   place: the project's own accumulation loop (`loss = model.compute_loss(batch)`, then
   `loss /= accum`), where `compute_loss` kept `self.last_loss = loss.detach()`, or handed it to a

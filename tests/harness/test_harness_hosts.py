@@ -89,8 +89,43 @@ def test_composer_is_emulated_and_says_why() -> None:
     assert verdict.confirmed, verdict.detail
     assert verdict.detail.startswith(
         "self.last_loss 0.8438 -> 0.4219 (×0.50) after Composer's Trainer._train_microbatch (emulated: "
-        "`microbatch_loss.mul_(microbatch_size / batch_size)` with a microbatch of 2 in a batch of 4; no public case to run it on"
+        "`loss.mul_(microbatch_num_samples / current_batch_size)` with a microbatch of 2 in a batch of 4; no public "
+        "case to run it on"
     )
+
+
+def test_composer_0_10_takes_the_dicts_total_as_its_loss() -> None:
+    # `microbatch_loss = self.state.loss['total']`, then `.mul_`: the kept 'total' moves, the returned copy does not.
+    path = CASES / "model_total.py"
+    steps = (Step(str(path), 8, "a ComposerModel subclass's loss"),)
+    [verdict] = _verify(path, "loss", hosts.COMPOSER_TOTAL, steps)
+    assert verdict.confirmed, verdict.detail
+    assert verdict.detail.startswith(
+        "self.last_total 0.8438 -> 0.4219 (×0.50) after Composer's Trainer._train_microbatch (emulated: "
+        "`microbatch_loss.mul_(microbatch_num_samples / current_batch_size)` with a microbatch of 2 in a batch of 4, "
+        "the dict's 'total' taken as the loss (0.10+); "
+    )
+
+
+@pytest.mark.parametrize(
+    ("returned", "kept"),
+    [({"ce": 1, "aux": 2}, "ce"), ({"total": 3, "ce": 1}, "ce"), (1, "")],
+    ids=["no total", "another key", "a tensor"],
+)
+def test_composer_0_10_sums_anything_else_into_a_new_tensor(returned: object, kept: str) -> None:
+    # A dict without 'total' or a bare tensor: the release sums the losses into zeros, so nothing returned is the loss.
+    import torch
+
+    values = {k: torch.tensor([float(v), 2.0 * v]) for k, v in returned.items()} if isinstance(returned, dict) else None
+    given = values if values is not None else torch.tensor([1.0, 2.0])
+    loss = hosts.returned_loss(given, hosts.HOSTS[hosts.COMPOSER_TOTAL].entry)
+    if isinstance(given, dict) and "total" in given:
+        assert loss is given["total"]
+        assert loss is not given[kept]
+    else:
+        members = given.values() if isinstance(given, dict) else [given]
+        assert all(loss.untyped_storage().data_ptr() != m.untyped_storage().data_ptr() for m in members)
+        assert float(loss) == sum(float(m.mean()) for m in members)
 
 
 def test_a_release_not_in_the_cache_is_emulated_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
