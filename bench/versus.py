@@ -4,7 +4,8 @@
 
 Each run is `python -m flux_alias_lint check TREE --no-cache --exit-zero --quiet` with the checkout
 first on the path; its CPU is user + system of the process tree (workers included). The runs of
-the two checkouts alternate so that load on the machine hits both alike; the table shows medians.
+the two checkouts alternate so that load on the machine hits both alike; the table shows medians,
+and each row the machine's load average (1 min, as `uptime` shows it) before and after its runs.
 """
 
 from __future__ import annotations
@@ -34,16 +35,21 @@ def main() -> None:
     parser.add_argument("trees", nargs="+", type=Path)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    print(f"| tree | {args.old.name} (s) | {args.new.name} (s) | change |")
-    print("| --- | ---: | ---: | ---: |")
+    print(f"| tree | {args.old.name} (s) | {args.new.name} (s) | change | load |")
+    print("| --- | ---: | ---: | ---: | --- |")
     for tree in args.trees:
+        load = os.getloadavg()[0]
         old: list[float] = []
         new: list[float] = []
         for _ in range(args.runs):
             old.append(cpu_of_run(args.old, tree))
             new.append(cpu_of_run(args.new, tree))
         a, b = statistics.median(old), statistics.median(new)
-        print(f"| {tree.name} | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% |", flush=True)
+        load_after = os.getloadavg()[0]
+        print(
+            f"| {tree.name} | {a:.2f} | {b:.2f} | {100 * (b - a) / a:+.1f}% | {load:.2f} to {load_after:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
