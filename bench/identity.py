@@ -5,7 +5,9 @@
 For each tree: every finding of `check TREE --no-cache --unreached error --output-format json`
 (code, path, line, column, message, context, reached_by: the whole JSON object), and the lines the
 triage keeps for the analysis in each file (`--jobs 1`, one process). Two runs' files compare
-with `diff` or `python bench/identity.py --compare A.json B.json`.
+with `diff` or `python bench/identity.py --compare A.json B.json`. `--timeout 0` lifts the per-file
+limit, which counts wall time: on a loaded machine a slow file becomes FAL000 in one run and not the
+other.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from flux_alias_lint import cli, lint, runner  # noqa: E402
 
 
-def record(tree: Path) -> dict[str, object]:
+def record(tree: Path, timeout: float | None = None) -> dict[str, object]:
     kept: dict[str, list[int] | None] = {}
     originals = (runner.reduce_source, lint.reduce_source)
 
@@ -48,6 +50,7 @@ def record(tree: Path) -> dict[str, object]:
                     "error",
                     "--output-format",
                     "json",
+                    *([] if timeout is None else ["--timeout", str(timeout)]),
                 ]
             )
     except SystemExit:
@@ -79,10 +82,13 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("trees", nargs="*", type=Path)
     parser.add_argument("--compare", type=Path, help="compare OUT with this earlier record instead")
+    parser.add_argument("--timeout", type=float, help="check's --timeout (seconds per file, 0: no limit)")
     args = parser.parse_args()
     if args.compare:
         raise SystemExit(compare(args.compare, args.out))
-    args.out.write_text(json.dumps({str(tree): record(tree) for tree in args.trees}, indent=1, sort_keys=True))
+    args.out.write_text(
+        json.dumps({str(tree): record(tree, args.timeout) for tree in args.trees}, indent=1, sort_keys=True)
+    )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ temporary directory, inserts the alias line before LINE of FILE (relative to TRE
 indentation, runs `python -m flux_alias_lint check <copy> --no-cache --output-format json` with this
 checkout first on the path, and prints the findings of the injected function: each one's code,
 line, context and `reached_by` chain, then one summary line (the table row of docs/context.md):
-`TREE@commit FILE:LINE -> context` (`missed`: no finding in the function).
+`TREE@commit FILE:LINE -> context` (`missed`: no finding in the function; a FAL000 on the file, such
+as the per-file timeout, is shown after it). `--timeout` is passed on to `check`: its per-file limit
+counts wall time, so on a loaded machine `--timeout 0` keeps a slow file from reading as a miss.
 """
 
 from __future__ import annotations
@@ -62,20 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", type=pathlib.Path, help="rows `TREE|FILE:LINE|ALIAS`, TREE a folder of --trees")
     parser.add_argument("--trees", type=pathlib.Path, default=pathlib.Path("."))
     parser.add_argument("--checkout", type=pathlib.Path, default=ROOT, help="the flux-alias-lint to run (this one)")
+    parser.add_argument("--timeout", type=float, help="check's --timeout (seconds per file, 0: no limit)")
     args = parser.parse_args(argv)
     if args.list is not None:
         for row in args.list.read_text(encoding="utf-8").splitlines():
             if row.strip():
                 name, where, alias = row.split("|", 2)
-                run_one(args.trees / name, where, alias, args.checkout)
+                run_one(args.trees / name, where, alias, args.checkout, args.timeout)
         return 0
     if args.tree is None or args.where is None or args.alias is None:
         parser.error("TREE FILE:LINE ALIAS, or --list")
-    run_one(args.tree, args.where, args.alias, args.checkout)
+    run_one(args.tree, args.where, args.alias, args.checkout, args.timeout)
     return 0
 
 
-def run_one(tree: pathlib.Path, where: str, alias: str, checkout: pathlib.Path) -> None:
+def run_one(tree: pathlib.Path, where: str, alias: str, checkout: pathlib.Path, timeout: float | None = None) -> None:
     """Inject `alias` at `where` in a copy of `tree`, check the copy, print what `check` says of it."""
     tree = tree.resolve()
     commit = subprocess.run(
@@ -86,8 +89,9 @@ def run_one(tree: pathlib.Path, where: str, alias: str, checkout: pathlib.Path) 
         text = (copy / relative).read_text(encoding="utf-8")
         first, last = _function_span(text, line)
         env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
+        command = [sys.executable, "-m", "flux_alias_lint", "check", str(copy), "--no-cache", "--output-format", "json"]
         run = subprocess.run(
-            [sys.executable, "-m", "flux_alias_lint", "check", str(copy), "--no-cache", "--output-format", "json"],
+            command + ([] if timeout is None else ["--timeout", str(timeout)]),
             capture_output=True,
             check=False,
             text=True,
@@ -96,18 +100,16 @@ def run_one(tree: pathlib.Path, where: str, alias: str, checkout: pathlib.Path) 
         )
         findings = json.loads(run.stdout or "[]")
         target = os.path.realpath(copy / relative)
-        ours = [
-            f
-            for f in findings
-            if os.path.realpath(os.path.join(temp, f["path"])) == target and first <= f["line"] <= last
-        ]
+        in_file = [f for f in findings if os.path.realpath(os.path.join(temp, f["path"])) == target]
+        ours = [f for f in in_file if first <= f["line"] <= last and f["code"] != "FAL000"]
+        unchecked = [f"FAL000: {f['message']}" for f in in_file if f["code"] == "FAL000"]
         for finding in ours:
             print(f"{relative}:{finding['line']}: {finding['code']} {finding['context']}")
             for step in finding.get("reached_by", []):
                 shown = os.path.relpath(os.path.join(temp, step["path"]), copy)
                 print(f"    {shown}:{step['line']}: {step['what']}")
         contexts = sorted({f["context"] for f in ours}) or ["missed"]
-        print(f"{tree.name}@{commit} {relative}:{line} -> {', '.join(contexts)}", flush=True)
+        print(f"{tree.name}@{commit} {relative}:{line} -> {', '.join(contexts + unchecked)}", flush=True)
 
 
 if __name__ == "__main__":
