@@ -8,7 +8,8 @@ copies TREE (without `.git`, which becomes an empty marker so the copy is still 
 temporary directory, inserts the alias line before LINE of FILE (relative to TREE) with that line's
 indentation, runs `python -m flux_alias_lint check <copy> --no-cache --output-format json` with this
 checkout first on the path, and prints the findings of the injected function: each one's code,
-line, context and `reached_by` chain, then one summary line (the table row of docs/context.md):
+line, context, message (a host's names the release it reads) and `reached_by` chain, then one
+summary line (the table row of docs/context.md):
 `TREE@commit FILE:LINE -> context` (`missed`: no finding in the function).
 """
 
@@ -103,6 +104,7 @@ def run_one(tree: pathlib.Path, where: str, alias: str, checkout: pathlib.Path) 
         ]
         for finding in ours:
             print(f"{relative}:{finding['line']}: {finding['code']} {finding['context']}")
+            print(f"    {finding['message']}")  # a host's message names the release that rescales
             for step in finding.get("reached_by", []):
                 shown = os.path.relpath(os.path.join(temp, step["path"]), copy)
                 print(f"    {shown}:{step['line']}: {step['what']}")
