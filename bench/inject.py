@@ -8,10 +8,11 @@ copies TREE (without `.git`, which becomes an empty marker so the copy is still 
 temporary directory, inserts the alias line before LINE of FILE (relative to TREE) with that line's
 indentation, runs `python -m flux_alias_lint check <copy> --no-cache --output-format json` with this
 checkout first on the path, and prints the findings of the injected function: each one's code,
-line, context and `reached_by` chain, then one summary line (the table row of docs/context.md):
-`TREE@commit FILE:LINE -> context` (`missed`: no finding in the function; a FAL000 on the file, such
-as the per-file timeout, is shown after it). `--timeout` is passed on to `check`: its per-file limit
-counts wall time, so on a loaded machine `--timeout 0` keeps a slow file from reading as a miss.
+line, context, message (a host's names the release it reads) and `reached_by` chain, then one
+summary line (the table row of docs/context.md): `TREE@commit FILE:LINE -> context` (`missed`: no
+finding in the function; a FAL000 on the file, such as the per-file timeout, is shown after it).
+`--timeout` is passed on to `check`: its per-file limit counts wall time, so on a loaded machine
+`--timeout 0` keeps a slow file from reading as a miss.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def run_one(tree: pathlib.Path, where: str, alias: str, checkout: pathlib.Path, 
         unchecked = [f"FAL000: {f['message']}" for f in in_file if f["code"] == "FAL000"]
         for finding in ours:
             print(f"{relative}:{finding['line']}: {finding['code']} {finding['context']}")
+            print(f"    {finding['message']}")  # a host's message names the release that rescales
             for step in finding.get("reached_by", []):
                 shown = os.path.relpath(os.path.join(temp, step["path"]), copy)
                 print(f"    {shown}:{step['line']}: {step['what']}")

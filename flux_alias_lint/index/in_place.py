@@ -1,6 +1,6 @@
-"""Evidence of an in-place caller: a function unpacking a call's `(loss, report)`, or binding its
-result to a name (`loss = compute_loss(batch)`, the loss returned whole), and rescaling that loss in
-place (`handoffs.IN_PLACE_CALLER`, context "in-place-caller")."""
+"""Evidence of an in-place caller: a function (or a script's own module-level code) unpacking a call's
+`(loss, report)`, or binding its result to a name (`loss = compute_loss(batch)`, the loss returned
+whole), and rescaling that loss in place (`handoffs.IN_PLACE_CALLER`, context "in-place-caller")."""
 
 from __future__ import annotations
 
@@ -16,16 +16,19 @@ class InPlaceEvidence(Resolver):
     """The functions whose loss a caller rescales in place."""
 
     def _in_place_evidence(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
+        """`function` a def, or the module itself for a script's loop at module level."""
         nodes = list(body_walk(function))
         rescaled = rescaled_in_place(nodes)
+        at_module = isinstance(function, ast.Module)
+        caller = "the module's own code" if at_module else function.name
         for assign, name, whole in _received(nodes, rescaled):
             callee = assign.value.func
             what = "its result is bound whole by" if whole else "its (loss, report) is unpacked by"
             steps = (
-                self._step(module, assign, f"{what} {function.name}"),
+                self._step(module, assign, f"{what} {caller}"),
                 Step(shown(module.path), rescaled[name], f"which rescales {name} in place"),
             )
-            for value in self._values(module, scope + [function], callee):
+            for value in self._values(module, scope if at_module else scope + [function], callee):
                 reach = Reach(IN_PLACE_CALLER, (*value.steps, *steps), whole_return=whole)
                 self._reach(value.module.path, value.function, reach)
 

@@ -115,12 +115,16 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
         module = self._module(path, data)
         if module is None:
             return
+        in_functions: set[int] = set()  # the rescaling lines inside a function
         for scope, function in module.scoped:
             lines = range(function.lineno, (function.end_lineno or function.lineno) + 1)
             if any(line in lines for line in megatron):
                 self._megatron_evidence(module, scope, function)
             if any(line in lines for line in rescaling):
+                in_functions.update(line for line in rescaling if line in lines)
                 self._in_place_evidence(module, scope, function)
+        if rescaling - in_functions:  # a script's loop at module level (nanoGPT's train.py shape)
+            self._in_place_evidence(module, [], module.tree)
         if megatron:
             self._megatron_evidence(module, [], module.tree)
             self._loss_reduction_evidence(module)

@@ -7,7 +7,9 @@ module shows what it is instead:
 - the schedule's caller: it calls Megatron's schedule itself and returns what the schedule gave
   back (NeMo's `fwd_bwd_step` averaging the microbatches' reports into `(loss_mean, loss_dict)`);
 - a function whose callers hand its dict back to it: every call of it in its module unpacks
-  `value, state = f(..., state, ...)` (a sampler's cache, `eps, eps_cache = self.eps(eps_cache, ...)`);
+  `value, state = f(..., state, ...)` (a sampler's cache, `eps, eps_cache = self.eps(eps_cache, ...)`),
+  or `a, b, state = f(..., state, ...)` (OLMo's beam search: `sample_beams` returns the sampler's state
+  last, as a per-token loss function returns its report);
 - a class's private step whose every use is its own class unpacking the pair: each mention of
   `_step` in the module is `loss, report = self._step(...)`, and no caller returns the pair on (NeMo 2's
   `FSDPStrategy._step_proxy`, read by the strategy's own `training_step`, which logs the report and
@@ -97,14 +99,14 @@ def _stored_names(target: ast.expr) -> Iterator[str]:
 
 def _threaded_back(module: Symbols) -> set[str]:
     """The names of the functions every call of which in `module` (one at least) hands back what it
-    returned last: `value, state = f(..., state, ...)`."""
+    returned last: `value, state = f(..., state, ...)`, `a, b, state = f(..., state, ...)`."""
     threaded: dict[str, bool] = {}
     unpacked: set[int] = set()
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
             target, call = node.targets[0], node.value
             name = last_name(call.func)
-            if name is None or not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            if name is None or not (isinstance(target, ast.Tuple) and len(target.elts) in (2, 3)):
                 continue
             unpacked.add(id(call))
             state = target.elts[-1]
