@@ -6,6 +6,7 @@ Correctness only; timing lives in `bench/bench.py`.
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import json
 import os
@@ -211,6 +212,21 @@ def test_fix_and_diff_analyse_only_files_with_something_to_fix(
     (project / "clean.py").write_text(CLEAN.replace("loss_func", "other_loss"))
     assert main([*args, mode]) == again[0]
     assert sorted(analysed) == (["clean.py"] if mode == "--fix" else ["bug.py", "clean.py"])
+
+
+def test_a_file_with_a_finding_is_parsed_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The triage's `ast` tree is the one the compile check, the roles and the escape analysis of
+    an unreached finding read: the file's text goes through CPython's parser once."""
+    text = 'X = 1\ndef loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'  # X: not kept
+    (tmp_path / "m.py").write_text(text)
+    parsed: list[object] = []
+    real = builtins.compile
+    monkeypatch.setattr(builtins, "compile", lambda source, *a, **k: parsed.append(source) or real(source, *a, **k))
+    code, out, _ = _run(capsys, str(tmp_path / "m.py"), "--no-cache", "--jobs", "1")
+    assert code == 0 and [row["context"] for row in json.loads(out)] == ["unreached"]
+    assert [source for source in parsed if source in (text, text.encode())] == [text]
 
 
 # ---- triage: it only skips what cannot have a finding ------------------------------------
