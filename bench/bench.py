@@ -8,6 +8,7 @@ Runs alternate between the tools so that load on the machine hits both alike; th
 medians. Peak memory is the largest sum of RSS over the process tree (workers included), sampled
 from /proc every 20 ms; elsewhere it falls back to the largest single process.
 
+`--diff` is timed warm too: with nothing to fix it must cost what a warm `check` does.
 With a tree, a pre-commit-style run is timed too: in a copy of the tree whose results and project
 index are cached, `--changed` files (default 5, spread over the tree) are edited, then checked alone.
 """
@@ -87,7 +88,7 @@ def compare(tree: Path, runs: int, jobs: int | None, changed: int = 0) -> dict[s
     try:
         measure(_ours(tree, "--cache-dir", str(cache), *job_args), env)  # fills the cache (and the page cache)
         measure(_ours(tree, "--cache-dir", str(cache), *job_args), env)  # stamps recorded once files are not racy
-        rows: dict[str, list[tuple[float, int]]] = {"ruff": [], "cold": [], "warm": []}
+        rows: dict[str, list[tuple[float, int]]] = {"ruff": [], "cold": [], "warm": [], "warm diff": []}
         findings = set()
         for _ in range(runs):
             wall, peak, _ = measure(_ruff(tree))
@@ -98,6 +99,8 @@ def compare(tree: Path, runs: int, jobs: int | None, changed: int = 0) -> dict[s
             wall, peak, out = measure(_ours(tree, "--cache-dir", str(cache), *job_args), env)
             rows["warm"].append((wall, peak))
             findings.add(out)
+            wall, peak, _ = measure(_ours(tree, "--cache-dir", str(cache), "--diff", *job_args), env)
+            rows["warm diff"].append((wall, peak))  # its output is the (empty or not) diff
         assert len(findings) == 1, "findings differ between runs or between cold and warm"
         if changed:
             rows["pre-commit"] = _pre_commit(tree, changed, runs, env)
@@ -141,6 +144,7 @@ _LABELS = {
     "ruff": "ruff --select ALL --no-cache",
     "cold": "flux-alias-lint --no-cache",
     "warm": "flux-alias-lint, warm cache",
+    "warm diff": "flux-alias-lint --diff, warm cache",
     "pre-commit": "flux-alias-lint, {changed} edited files (index cached)",
 }
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -89,10 +90,16 @@ def _build_fingerprint() -> str:
     return h.hexdigest()
 
 
+@functools.cache
+def _fingerprint() -> str:
+    """`_build_fingerprint()`, once a process: the modules it reads are the ones loaded already."""
+    return _build_fingerprint()
+
+
 class Cache:
     def __init__(self, directory: Path, selection: Selection) -> None:
         self.directory = directory
-        settings = json.dumps([_build_fingerprint(), *dataclasses.astuple(selection)])
+        settings = json.dumps([_fingerprint(), *dataclasses.astuple(selection)])
         self.file = directory / f"check-{hashlib.blake2b(settings.encode(), digest_size=8).hexdigest()}.json"
         self.selection = selection
         self.files: dict[str, list] = {}
@@ -243,7 +250,7 @@ def _valid_file_entry(entry: object) -> bool:
         return False
     stamp, digest = entry
     stamp_ok = stamp is None or (
-        isinstance(stamp, list) and len(stamp) == 4 and all(_is_a(x, int) and x >= 0 for x in stamp)
+        isinstance(stamp, list) and len(stamp) == 4 and all(type(x) is int and x >= 0 for x in stamp)
     )
     return stamp_ok and isinstance(digest, str) and bool(_DIGEST.fullmatch(digest))
 
@@ -302,16 +309,19 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
         evidence, _ = collect_evidence(roots, files, jobs)
         return ProjectIndex.merged(evidence[path] for path in order if path in evidence).reached_by_path()
     index_file = directory / "index.json"
-    key = f"{_build_fingerprint()} {os.getcwd()} {roots}"
+    key = f"{_fingerprint()} {os.getcwd()} {roots}"
     stamps = {path: _trusted_stamp(path) for root in roots for path in files[root]}
     old = _load_index(index_file, key)
+    # The project's files are stat'ed once, before any is read (an edit made meanwhile shows next run),
+    # any other dependency once too.
+    current = dict(stamps)
     if old is not None and set(old[0]) == set(stamps):
         old_stamps, old_gated = old
         redo = {p for p in order if stamps[p] is None or stamps[p] != old_stamps[p]}
         redo |= {
             g
             for g, (deps, _) in old_gated.items()
-            if g not in redo and any(s is None or _trusted_stamp(d) != s for d, s in deps.items())
+            if g not in redo and any(s is None or _stamp_now(current, d) != s for d, s in deps.items())
         }
         gated = {g: record for g, record in old_gated.items() if g not in redo}
     else:
@@ -321,11 +331,18 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
             roots, {root: [p for p in files[root] if p in redo] for root in roots}, jobs
         )
         for path, evidence in found.items():
-            deps = {d: _trusted_stamp(d) for d in sorted(depends_on[path])}
+            deps = {d: _stamp_now(current, d) for d in sorted(depends_on[path])}
             gated[path] = (deps, evidence)
         with contextlib.suppress(OSError):
             _write(index_file, _index_rows(key, stamps, gated))
     return ProjectIndex.merged(gated[path][1] for path in order if path in gated).reached_by_path()
+
+
+def _stamp_now(known: dict[str, Stamp | None], path: str) -> Stamp | None:
+    """`_trusted_stamp(path)`, taken once a run: `known` holds what was taken so far."""
+    if path not in known:
+        known[path] = _trusted_stamp(path)
+    return known[path]
 
 
 def _trusted_stamp(path: str) -> Stamp | None:
@@ -341,12 +358,19 @@ Gated = dict[str, tuple[dict[str, Stamp | None], Evidence]]
 
 
 def _index_rows(key: str, stamps: dict[str, Stamp | None], gated: Gated) -> dict[str, object]:
+    """What `_load_index` reads. A dependency whose stamp is the one `stamps` holds (nearly all: a file
+    whose evidence searched the project depends on each of its files) is written as its position in
+    `stamps`, the others as [path, stamp]: the file stays small to read on every run."""
+    position = {path: at for at, path in enumerate(stamps)}
     return {
         "key": key,
         "stamps": stamps,
         "gated": {
             path: [
-                [[d, s] for d, s in deps.items()],
+                [
+                    [position[d] for d, s in deps.items() if s is not None and s == stamps.get(d)],
+                    [[d, s] for d, s in deps.items() if s is None or s != stamps.get(d)],
+                ],
                 [
                     [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed, r.whole_return]
                     for (p, line), r in evidence
@@ -383,8 +407,9 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
         if data["key"] != key:
             return None
         stamps = {path: _stamp(stamp) for path, stamp in data["stamps"].items()}
+        paths = list(stamps)  # in the order written: a dependency with the same stamp is a position
         gated: Gated = {}
-        for path, (deps, rows) in data["gated"].items():
+        for path, ((same, other), rows) in data["gated"].items():
             if path not in stamps:
                 return None
             evidence: Evidence = []
@@ -401,7 +426,11 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
                 if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
                     return None
                 evidence.append(((target, line), Reach(context, parsed, guessed, whole_return)))
-            gated[path] = ({dep: _stamp(stamp) for dep, stamp in deps if isinstance(dep, str)}, evidence)
+            if not all(type(at) is int and 0 <= at < len(paths) for at in same):
+                return None
+            deps = {paths[at]: stamps[paths[at]] for at in same}
+            deps.update((dep, _stamp(stamp)) for dep, stamp in other if isinstance(dep, str))
+            gated[path] = (deps, evidence)
         return stamps, gated
     except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None  # missing, unreadable or not ours: rebuilt
@@ -410,6 +439,6 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
 def _stamp(value: object) -> Stamp | None:
     if value is None:
         return None
-    if isinstance(value, list) and len(value) == 4 and all(_is_a(x, int) and x >= 0 for x in value):
-        return (value[0], value[1], value[2], value[3])
+    if isinstance(value, list) and len(value) == 4 and all(type(x) is int and x >= 0 for x in value):
+        return (value[0], value[1], value[2], value[3])  # `type(x) is int`: `_is_a(x, int)`, tens of thousands a run
     raise ValueError("not a stamp")

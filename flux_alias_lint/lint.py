@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
 import functools
@@ -99,6 +100,7 @@ class _Context:
     source: SourceFile
     alone: bool  # no project around the file: its own text is all there is
     release_files: set[str] = dataclasses.field(default_factory=set)  # read for the hosts' releases
+    tree: list[ast.Module] = dataclasses.field(default_factory=list)  # the file's `ast` tree, once the triage has it
 
     def released(self, reach: Reach, returned: int) -> Reach | None:
         """`reach` as the project's declared releases and settings have it (`index/releases.py`)."""
@@ -110,14 +112,14 @@ class _Context:
     def not_loss_functions(self) -> frozenset[int]:
         """The def lines of the file's functions that are shaped like loss functions but are not
         (`index/roles.py`): asked only when an unreached finding is about to be reported."""
-        return not_loss_functions(self.source.text, self.source.path)
+        return not_loss_functions(self.source.text, self.source.path, *self.tree)
 
     @functools.cached_property
     def _escapes(self) -> Escapes:
         """Where the file's functions go in the project (`index/escapes.py`): made only when an
         unreached finding is about to be reported."""
         path = self.source.path if self.alone else os.path.realpath(self.source.path)
-        return Escapes([] if self.alone else project_roots([path]), path, self.source.text)
+        return Escapes([] if self.alone else project_roots([path]), path, self.source.text, *self.tree)
 
     def escape(self, line: int) -> Reach:
         """The reach of the unreached function at `line`: `escapes` with its steps, or `unreached`."""
@@ -143,7 +145,7 @@ def _pieces(
     `captures`: whether FAL005 is selected."""
     pieces = reduce_source(source.text, frozenset(reaches), source.path, captures) if module is None else None
     if pieces != []:  # something to analyse, and so maybe to fix: it must compile
-        check_compiles(source)
+        check_compiles(source, pieces[0].tree if pieces else None)
     if pieces is None:
         yield source, module, None
         return
@@ -213,6 +215,7 @@ def _analyze_parsed(
             raise _PieceRejected(parse(source)) from None
     if piece is not None:
         context.library.offer_tree(piece.tree)
+        context.tree[:] = [piece.tree]
     lines = piece.lines if piece else None
     known: dict[cst.CSTNode, Span] = {}
 

@@ -43,12 +43,11 @@ def check_files(
     reached: Mapping[str, Reaches] | None = None,
     limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[FileResult]:
-    """One `FileResult` per path, in order. The cache is consulted and updated in check mode only.
+    """One `FileResult` per path, in order. With `--fix` or `--diff` the cache answers (and learns)
+    only the files without a fixable finding: for them fixing is checking.
 
     `reached`: `ProjectIndex.reached_by_path()`, the functions of each file (by real path) that a
     rescaling caller is known to call; None: each file's own text is its evidence."""
-    if mode is not Mode.CHECK:
-        cache = None
     yield from _check_files(paths, selection, mode, jobs, cache, reached, limits)
 
 
@@ -74,7 +73,7 @@ def _check_files(
         # Only a regular file within the limit is looked up (lookup may read it); _check_one says why not.
         regular = stat.S_ISREG(st.st_mode) and st.st_size <= limits.max_bytes
         hit = cache.lookup(path, st, _reach_key(reached, path)) if cache is not None and regular else None
-        if hit is None:
+        if hit is None or not _as_checked(hit, mode):
             todo.append(index)
         else:
             done[index] = hit
@@ -92,7 +91,7 @@ def _check_files(
     for index in range(len(paths)):
         if index == next_todo:
             result, stamp, digest = next(work)
-            if cache is not None and stamp is not None and digest is not None:
+            if cache is not None and stamp is not None and digest is not None and _as_checked(result, mode):
                 cache.store(paths[index], stamp, digest, result, _reach_key(reached, paths[index]))
             done[index] = result
             next_todo = next(pending, None)
@@ -101,6 +100,12 @@ def _check_files(
         yield result
     if cache is not None:
         cache.save()
+
+
+def _as_checked(result: FileResult, mode: Mode) -> bool:
+    """Whether `result` is what `check` reports for the file: always in check mode; with `--fix` or
+    `--diff`, when nothing was or could be fixed (no edit made or refused, no fixable finding)."""
+    return mode is Mode.CHECK or not (result.changed or result.warning or any(f.fixable for f in result.findings))
 
 
 def _reach_key(reached: Mapping[str, Reaches] | None, path: str) -> str:

@@ -185,19 +185,21 @@ def nesting_depth(source: SourceFile) -> int:
     return deepest
 
 
-def check_compiles(source: SourceFile) -> None:
+def check_compiles(source: SourceFile, tree: ast.Module | None = None) -> None:
     """Refuse, like a syntax error, what CPython parses but will not compile: a duplicate argument
     name, `import *` in a function or class, a misplaced `from __future__`, `return` outside a
     function and the like. Checked by compiling, so only for files with something to analyse:
-    for every file it would add half again to a cold run."""
+    for every file it would add half again to a cold run. `tree`: the text's `ast` tree when the
+    triage has it, compiled instead of the text (the same errors, without parsing it again)."""
     text = source.text.removeprefix("\ufeff")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
         try:
-            compile(text, source.path, "exec", dont_inherit=True)
+            compile(text if tree is None else tree, source.path, "exec", dont_inherit=True)
         except SyntaxError as error:
             try:
-                compile(text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+                if tree is None:
+                    compile(text, source.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
             except SyntaxError:
                 return  # it does not parse: the parse says why (or the target's newer syntax allows it)
             raise _refusal(source, error) from None

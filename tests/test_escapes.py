@@ -3,6 +3,7 @@ follow it (`index/escapes.py`), in every output; and `flux-alias-lint explain FI
 
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
@@ -155,9 +156,9 @@ def test_the_escape_analysis_runs_only_for_unreached_findings(
     made: list[str] = []
     original = escapes.Escapes.__init__
 
-    def counting(self: escapes.Escapes, roots: list[str], path: str, text: str) -> None:
+    def counting(self: escapes.Escapes, roots: list[str], path: str, text: str, tree: ast.Module | None = None) -> None:
         made.append(Path(path).name)
-        original(self, roots, path, text)
+        original(self, roots, path, text, tree)
 
     monkeypatch.setattr(escapes.Escapes, "__init__", counting)
     (project / "train.py").write_text(

@@ -6,6 +6,7 @@ Correctness only; timing lives in `bench/bench.py`.
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import json
 import os
@@ -157,7 +158,9 @@ def test_settings_are_part_of_the_key(tmp_path: Path, capsys: pytest.CaptureFixt
     assert _run(capsys, *args)[0] == 1
 
 
-def test_fix_mode_bypasses_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fix_mode_fixes_a_file_the_cache_holds_a_fixable_finding_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "a.py"
     target.write_text(BUG)
     args = (str(target), "--cache-dir", str(tmp_path / "c"))
@@ -166,6 +169,64 @@ def test_fix_mode_bypasses_the_cache(tmp_path: Path, capsys: pytest.CaptureFixtu
     capsys.readouterr()
     assert _run(capsys, *args)[0] == 0
     assert target.read_text() != CLEAN  # fixed with .clone(), not our CLEAN text
+
+
+def _analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files each later run reads and analyses (in this process: small files)."""
+    analysed: list[str] = []
+    real = parallel.process_file
+    monkeypatch.setattr(
+        parallel, "process_file", lambda path, *a, **k: analysed.append(Path(path).name) or real(path, *a, **k)
+    )
+    return analysed
+
+
+@pytest.mark.parametrize("mode", ["--fix", "--diff"])
+def test_fix_and_diff_analyse_only_files_with_something_to_fix(
+    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "bug.py").write_text(BUG)
+    (project / "clean.py").write_text(CLEAN)
+    (project / "broken.py").write_text("def f(:\n")  # a finding (FAL000) with no fix
+    _age(project)
+    args = ("check", str(project), "--cache-dir", str(tmp_path / "c"), "--jobs", "1", "--format", "json")
+    cold = main([*args, mode, "--no-cache"]), capsys.readouterr().out
+    if mode == "--fix":
+        (project / "bug.py").write_text(BUG)  # undone: the cached runs below fix it again
+        _age(project)
+    assert main(list(args)) == 1  # fills the cache
+    capsys.readouterr()
+    analysed = _analysed(monkeypatch)
+    assert (main([*args, mode]), capsys.readouterr().out) == cold
+    assert analysed == ["bug.py"]  # the cache holds a fixable finding there, and nothing to fix elsewhere
+    analysed.clear()
+    again = main([*args, mode]), capsys.readouterr().out
+    if mode == "--fix":  # fixed: changed on disk, so analysed once more, and then cached
+        assert analysed == ["bug.py"] and "FAL001" not in again[1] and "FAL000" in again[1]
+        analysed.clear()
+        assert (main([*args, mode]), capsys.readouterr().out) == again
+    assert analysed == ([] if mode == "--fix" else ["bug.py"])
+    analysed.clear()
+    (project / "clean.py").write_text(CLEAN.replace("loss_func", "other_loss"))
+    assert main([*args, mode]) == again[0]
+    assert sorted(analysed) == (["clean.py"] if mode == "--fix" else ["bug.py", "clean.py"])
+
+
+def test_a_file_with_a_finding_is_parsed_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The triage's `ast` tree is the one the compile check, the roles and the escape analysis of
+    an unreached finding read: the file's text goes through CPython's parser once."""
+    text = 'X = 1\ndef loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n'  # X: not kept
+    (tmp_path / "m.py").write_text(text)
+    parsed: list[object] = []
+    real = builtins.compile
+    monkeypatch.setattr(builtins, "compile", lambda source, *a, **k: parsed.append(source) or real(source, *a, **k))
+    code, out, _ = _run(capsys, str(tmp_path / "m.py"), "--no-cache", "--jobs", "1")
+    assert code == 0 and [row["context"] for row in json.loads(out)] == ["unreached"]
+    assert [source for source in parsed if source in (text, text.encode())] == [text]
 
 
 # ---- triage: it only skips what cannot have a finding ------------------------------------

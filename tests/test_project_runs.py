@@ -411,3 +411,23 @@ def test_every_loss_function_a_forward_step_may_return_is_reached(tmp_path: path
         + "    return model(m), loss_func\n"
     )
     assert _check(capsys, str(tmp_path), "--no-cache") == [("losses.py", 6, "FAL001", "megatron")]
+
+
+def test_a_warm_run_stats_each_file_of_the_cached_index_once(tmp_path: pathlib.Path, monkeypatch) -> None:
+    """The files a gated file was resolved against are most of the project: their stamps are the
+    project's, taken once, not once more per file that depends on them."""
+    from flux_alias_lint import cache
+
+    project = _project(tmp_path)
+    past = time.time() - 3600  # old enough for their stamps to be trusted
+    for path in project.rglob("*.py"):
+        os.utime(path, (past, past))
+    files = [str(path) for path in project.rglob("*.py")]
+    first = cache.project_reached(files, tmp_path / "c")
+    index = json.loads((tmp_path / "c" / "index.json").read_bytes().partition(b"\n")[2])
+    assert any(same for (same, _), _ in index["gated"].values())  # some depend on other files of the project
+    stamped: list[str] = []
+    real_stamp = cache._trusted_stamp
+    monkeypatch.setattr(cache, "_trusted_stamp", lambda path: stamped.append(path) or real_stamp(path))
+    assert cache.project_reached(files, tmp_path / "c") == first
+    assert sorted(stamped) == sorted(files)

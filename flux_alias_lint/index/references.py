@@ -128,7 +128,7 @@ class References(Resolver):
     """The project `roots` (none: the checked text alone) as the escape analysis reads it, with the
     checked file `path` read from `text` (an editor's buffer may differ from the disk)."""
 
-    def __init__(self, roots: list[str], path: str, text: str) -> None:
+    def __init__(self, roots: list[str], path: str, text: str, tree: ast.Module | None = None) -> None:
         super().__init__(roots)
         self._path = path
         self._trees: dict[int, _Tree] = {}
@@ -143,8 +143,8 @@ class References(Resolver):
         self._references_of: dict[int, list[Ref]] = {}  # `_references`, by id of the def
         self._derived: dict[tuple[int, int], bool] = {}  # `_derives`
         self._families: dict[int, tuple[list[tuple[Symbols, ast.ClassDef]], list[Ref]]] = {}  # `_family`
-        try:
-            self._parsed[path] = Symbols(ast.parse(text.removeprefix("\ufeff")), path)
+        try:  # `tree`: the text's, when the caller has it (no second parse)
+            self._parsed[path] = Symbols(ast.parse(text.removeprefix("\ufeff")) if tree is None else tree, path)
         except PARSE_ERRORS:
             self._parsed[path] = None
 

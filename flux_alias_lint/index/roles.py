@@ -29,10 +29,11 @@ from .schedule import schedule_calls
 from .symbols import PARSE_ERRORS, Symbols
 
 
-def not_loss_functions(text: str, path: str = "") -> frozenset[int]:
-    """The def lines of the functions of `text` that are not loss functions (see the module's doc)."""
+def not_loss_functions(text: str, path: str = "", tree: ast.Module | None = None) -> frozenset[int]:
+    """The def lines of the functions of `text` that are not loss functions (see the module's doc);
+    `tree`: its `ast` tree, when the caller has it (no second parse)."""
     try:
-        module = Symbols(ast.parse(text.removeprefix("\ufeff")), path)
+        module = Symbols(ast.parse(text.removeprefix("\ufeff")) if tree is None else tree, path)
     except PARSE_ERRORS:
         return frozenset()
     threaded = _threaded_back(module)
