@@ -70,6 +70,7 @@ class Run:
         self.forced = forced
         self.taken: list[bool] = []
         self.asked: list[int] = []  # the function's own line each answer was asked at (its innermost frame)
+        self.repeats = 0  # answers given again (ask_again)
         self.bases: list[Any] = []  # leaf tensors behind every stand-in tensor, to compare gradients
         self.names: list[str] = []  # the named stand-in tensors made, in order: what a layout search may change
         self.made: dict[str, str] = {}  # name → the layout it was made in, as a verdict shows it
@@ -85,6 +86,12 @@ class Run:
         self.taken.append(answer)
         self.asked.append(_probe_line())
         return answer
+
+    def ask_again(self) -> None:
+        """A question already answered asked again: counted as a decision is, so `while stub:` still stops."""
+        self.repeats += 1
+        if self.repeats + len(self.taken) > MAX_DECISIONS:
+            raise TooManyDecisions(f"more than {MAX_DECISIONS} branches on stand-ins")
 
     def tensor(self, name: str = "") -> Any:
         """A fresh non-leaf float tensor that requires grad, like a model output: in-place ops on it are allowed.
@@ -260,6 +267,8 @@ class Stub:
         # One answer per execution: `fused = self.flag and x` hands the stub on, and `if fused:` asks it again.
         if "truth" not in self._made:
             self._made["truth"] = self._run.choose()
+        else:
+            self._run.ask_again()
         return self._made["truth"]  # type: ignore[no-any-return]
 
     def __contains__(self, item: Any) -> bool:

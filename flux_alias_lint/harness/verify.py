@@ -52,7 +52,8 @@ from .standins import ROLES, TooManyDecisions
 
 torch = require_torch()
 
-# Executions tried per stand-in shape, and the time one function may take in all.
+# Executions tried per stand-in shape, and the time one function may take in all: this process's CPU time, so
+# a machine busy with other jobs does not cut the search short (a wall clock would make verdicts load-dependent).
 MAX_EXECUTIONS = 32
 # Executions a search for the layouts of the named stand-ins may take, per stand-in shape.
 MAX_LAYOUTS = 48
@@ -179,7 +180,7 @@ class _Furthest:
 
     def __init__(self) -> None:
         self.rank: tuple[int, int] = (-1, 0)
-        self.reason = f"no execution finished within {SECONDS_PER_FUNCTION:.0f} s"
+        self.reason = f"no execution finished within {SECONDS_PER_FUNCTION:.0f} s of CPU time"
 
     def note(self, rank: tuple[int, int], reason: str) -> None:
         if rank > self.rank:
@@ -257,7 +258,7 @@ def _explore(probe: Probe, deadline: float) -> Iterator[Execution]:
     roles = dict(probe.layouts)  # what use asks for first; a search changes them where the code raises
     budget = [MAX_LAYOUTS]
     for _ in range(MAX_EXECUTIONS):
-        if not pending or time.monotonic() > deadline:
+        if not pending or time.process_time() > deadline:
             return
         forced = heapq.heappop(pending)[2]
         execution = probe.execute(forced, roles)
@@ -479,7 +480,7 @@ def _verify_reports(
         entries.setdefault(id(item.raw.entry), len(entries))
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
-    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    deadline = time.process_time() + SECONDS_PER_FUNCTION
     output = _output_parameter(function, items)
     # First as faithful as the probe can be (the project's own modules, `self` of its own class), then
     # with those stubbed too: a stub goes where real code needs what a probe cannot give.
@@ -611,7 +612,7 @@ def _verify_captures(
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
     whole_return = any(item.raw.whole_return for item in items)  # a function returns a tuple or not
-    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    deadline = time.process_time() + SECONDS_PER_FUNCTION
     output = _output_parameter(function, items)
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
@@ -683,7 +684,7 @@ def _verify_hosted(
     fixes = [(i.raw.entry, i.finding.fix_before, i.finding.fix_after) for i in items if i.finding.fixable]
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
-    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    deadline = time.process_time() + SECONDS_PER_FUNCTION
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
             probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
