@@ -6,7 +6,7 @@ the tree's Python files under OUT/<tree> (the trees themselves are only read). `
 each injected file; the table is one row per finding, with the tree's commit and what Megatron does to
 that function's outputs. A row whose alias is "(in the tree)" is a finding the tree has as published.
 
-    python bench/verify_injected.py [--trees /work/trees] [--out /tmp/verify/inject]
+    python bench/verify_injected.py [--trees /work/trees] [--out /tmp/verify/inject] [--tree NAME ...]
 """
 
 from __future__ import annotations
@@ -153,9 +153,12 @@ def main() -> int:
     parser.add_argument("--trees", default="/work/trees", type=Path)
     parser.add_argument("--out", default="/tmp/verify/inject", type=Path)
     parser.add_argument("--json", type=Path, help="also write every verdict here")
+    parser.add_argument("--tree", action="append", help="only this tree (repeatable); default: every tree")
     args = parser.parse_args()
     rows, everything = [], []
     for tree in dict.fromkeys(i.tree for i in INJECTIONS):
+        if args.tree and tree not in args.tree:
+            continue
         injections = [i for i in INJECTIONS if i.tree == tree]
         copy = args.out / tree
         _copy_tree(args.trees / tree, copy)

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .cache import CACHE_DIR_NAME, Cache, project_reached
@@ -53,7 +54,11 @@ from .runner import (
 from .selection import UNREACHED_MODES, Layer, Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode, read_bytes
 
+if TYPE_CHECKING:
+    from .harness.verify import Settings as Scenario
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERNAL = 3  # `verify` only, as pytest's: an exception escaped the harness (a bug in flux-alias-lint)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (`| head`)
 
@@ -183,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status, as a test runner's:\n"
         "  0  every finding was run and confirmed (or there were none)\n"
         "  1  a finding is unconfirmed or could not be run (its line says why, or what input it needed)\n"
-        "  2  a usage error: a bad option, a path that cannot be read, the harness not installed",
+        "  2  a usage error: a bad option, a path that cannot be read, the harness not installed\n"
+        "  3  an internal error: the harness itself raised (one line names the file and the exception)",
     )
     verify.set_defaults(command_parser=verify)
     verify.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .); - for stdin")
@@ -576,7 +582,7 @@ def _verify(args: argparse.Namespace) -> int:
         raise ConfigError("`-` (read stdin) cannot be combined with other paths")
     settings = _Settings(args)
     try:
-        from .harness.verify import Settings, print_verdicts, verify_file
+        from .harness.verify import Settings
 
         per_token = args.calculate_per_token_loss
         flag = {True: "--calculate-per-token-loss", False: "--no-calculate-per-token-loss", None: ""}[per_token]
@@ -587,6 +593,28 @@ def _verify(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    internal: list[str] = []
+    try:
+        status = _verify_files(args, settings, scenario, internal)
+    except BrokenPipeError:
+        raise  # the reader went away: main() leaves quietly
+    except Exception as exc:  # a bug of ours outside any one file: one line, not a traceback
+        internal.append(_one_line(exc))
+        status = EXIT_INTERNAL
+    for line in internal:
+        print(f"flux-alias-lint: internal error: {line} (a bug in flux-alias-lint; please report it)", file=sys.stderr)
+    return EXIT_INTERNAL if internal else status
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scenario, internal: list[str]) -> int:
+    """Verify every file; an exception escaping the harness on one file is noted in ``internal`` (that file's
+    findings are left out) and the others still run."""
+    from .harness.verify import print_verdicts, verify_file
+
     files, errors = (["-"], []) if args.paths == ["-"] else settings.files()
     reached = ProjectIndex.for_paths(files).reached_by_path()  # the findings `check` reports, with their context
     if files != ["-"]:  # `check` first, in parallel: only files with findings are probed
@@ -598,7 +626,13 @@ def _verify(args: argparse.Namespace) -> int:
         errors += [r.error for r in results if r.error]
     verdicts = []
     for path in files:
-        found, error = verify_file(path, settings.selection(path), scenario, reached.get(os.path.realpath(path)))
+        try:
+            found, error = verify_file(path, settings.selection(path), scenario, reached.get(os.path.realpath(path)))
+        except BrokenPipeError:
+            raise
+        except Exception as exc:
+            internal.append(f"{path}: {_one_line(exc)}")
+            continue
         verdicts.extend(found)
         if error:
             errors.append(error)

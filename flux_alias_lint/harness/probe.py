@@ -40,6 +40,7 @@ from .captures import CaptureWatch
 from .cpu import cuda_is_the_cpu
 from .moduletop import Project, run_module_top
 from .standins import (
+    PROBE_FILENAME,
     Run,
     StandInMapping,
     Stub,
@@ -67,7 +68,6 @@ _MAPPING_METHODS = frozenset({"get", "keys", "items", "values", "pop", "setdefau
 _MAPPING_TYPES = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "DictConfig"})
 _TENSOR_TYPES = frozenset({"Tensor", "torch.Tensor", "FloatTensor", "torch.FloatTensor"})
 MARK = "__flux_mark__"
-PROBE_FILENAME = "<flux-alias-lint probe>"  # the probe's code, as tracebacks name it
 
 
 class ProbeError(Exception):
@@ -92,6 +92,8 @@ class Execution:
     made: dict[str, str] = dataclasses.field(default_factory=dict)  # each named stand-in's layout, as made
     argument: Any = None  # what it got where Megatron passes the model's output (Probe.megatron_argument)
     raised_at: str = ""  # the function's own line it raised at (its innermost), if it raised
+    asked: tuple[int, ...] = ()  # the function's own line each of ``taken`` was asked at
+    raised_line: int = 0  # the number of the line ``raised_at`` shows
 
     def inputs(self) -> str:
         """The named stand-ins it was given, e.g. ``output_tensor [2, 4, 8] float32, labels [2, 4] int64``: the
@@ -146,6 +148,7 @@ class Probe:
     receiver: Callable[[Run], Any] | None = None  # makes `self` (or `cls`); None: it is a stub
     layouts: dict[str, str] = dataclasses.field(default_factory=dict)  # what use asks of named stand-ins
     code: str = ""  # the probe's source, as compiled: where an execution raised
+    output: str | None = None  # the parameter Megatron fills with the model's output, where the hand-over says
 
     def _arguments(self) -> tuple[list[Any], dict[str, Any]]:
         args = [stand_in(kind, name, self.run) for name, kind in self.positional]
@@ -154,9 +157,12 @@ class Probe:
         return args, {name: stand_in(kind, name, self.run) for name, kind in self.keyword}
 
     def megatron_argument(self) -> int | None:
-        """Where Megatron passes the model's output: the last positional parameter, if a tensor (a
-        ``partial(loss_func, mask)`` is called with it last); None if there is none."""
-        index = len(self.positional) - 1
+        """Where Megatron passes the model's output, if a tensor: the parameter the forward step's hand-over
+        leaves it (``output``: ``partial(loss_func, data=batch)`` is called with ``logits`` of ``loss_func(logits,
+        data)``), else the last positional parameter (a ``partial(loss_func, mask)`` is called with it last); None
+        if there is none."""
+        names = [name for name, _kind in self.positional]
+        index = names.index(self.output) if self.output in names else len(names) - 1
         if index < (1 if self.receiver is not None else 0) or self.positional[index][1] != "tensor":
             return None
         return index
@@ -211,17 +217,25 @@ class Probe:
             dict(run.made),
             argument,
             _raised_at(error, self.code),
+            tuple(run.asked),
+            _raised_line(error),
         )
 
 
-def _raised_at(error: BaseException | None, code: str) -> str:
-    """The function's own line, stripped, where ``error`` left it last (a helper it called may have raised)."""
+def _raised_line(error: BaseException | None) -> int:
+    """The number of the function's own line where ``error`` left it last (a helper it called may have raised)."""
     line = 0
     trace = error.__traceback__ if error is not None else None
     while trace is not None:
         if trace.tb_frame.f_code.co_filename == PROBE_FILENAME:
             line = trace.tb_lineno
         trace = trace.tb_next
+    return line
+
+
+def _raised_at(error: BaseException | None, code: str) -> str:
+    """The function's own line, stripped, where ``error`` left it last (a helper it called may have raised)."""
+    line = _raised_line(error)
     lines = code.splitlines()
     text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     return text if len(text) <= 80 else text[:77] + "..."
@@ -553,13 +567,15 @@ def build_probe(
     path: str = "",
     faithful: bool = False,
     fixes: Mapping[int, tuple[str, str]] | None = None,
+    output: str | None = None,
 ) -> Probe:
     """A runnable version of ``function`` from ``module`` (the file ``path``), fed tensors of ``shape``.
 
     ``entries`` maps ``id()`` of flagged entry nodes to the keys their values are recorded
     under; ``kinds`` overrides the stand-in kind of parameters and free names (call context);
     ``fixes`` maps some of those ids to a finding's fix (text put before and after the entry), so the
-    fixed entry's values are the ones recorded.
+    fixed entry's values are the ones recorded; ``output``: the parameter Megatron fills with the model's output
+    (handover.py), if known.
     ``faithful``: run the project's own modules it imports (moduletop.py) and make ``self`` an
     instance of its own class; else both are stubs. ProbeError if the function cannot be defined.
     """
@@ -608,4 +624,4 @@ def build_probe(
             run.stub_items.add(key)
         if local in layouts:
             layouts.setdefault(key, layouts[local])
-    return Probe(func, run, namespace, signature, keywords, receiver, layouts, code)
+    return Probe(func, run, namespace, signature, keywords, receiver, layouts, code, output)

@@ -44,6 +44,9 @@ MAX_DECISIONS = 64
 STUB_LENGTH = 2
 
 
+PROBE_FILENAME = "<flux-alias-lint probe>"  # the probe's code, as tracebacks name it
+
+
 class TooManyDecisions(Exception):
     """A run kept asking undecidable questions: a loop that only a stand-in keeps going."""
 
@@ -66,6 +69,8 @@ class Run:
     def start(self, forced: tuple[bool, ...]) -> None:
         self.forced = forced
         self.taken: list[bool] = []
+        self.asked: list[int] = []  # the function's own line each answer was asked at (its innermost frame)
+        self.repeats = 0  # answers given again (ask_again)
         self.bases: list[Any] = []  # leaf tensors behind every stand-in tensor, to compare gradients
         self.names: list[str] = []  # the named stand-in tensors made, in order: what a layout search may change
         self.made: dict[str, str] = {}  # name → the layout it was made in, as a verdict shows it
@@ -79,7 +84,14 @@ class Run:
             raise TooManyDecisions(f"more than {MAX_DECISIONS} branches on stand-ins")
         answer = self.forced[index] if index < len(self.forced) else default
         self.taken.append(answer)
+        self.asked.append(_probe_line())
         return answer
+
+    def ask_again(self) -> None:
+        """A question already answered asked again: counted as a decision is, so `while stub:` still stops."""
+        self.repeats += 1
+        if self.repeats + len(self.taken) > MAX_DECISIONS:
+            raise TooManyDecisions(f"more than {MAX_DECISIONS} branches on stand-ins")
 
     def tensor(self, name: str = "") -> Any:
         """A fresh non-leaf float tensor that requires grad, like a model output: in-place ops on it are allowed.
@@ -130,6 +142,14 @@ class Run:
         return base * 1.0
 
 
+def _probe_line() -> int:
+    """The line of the probe's own code running now (0 outside it)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename != PROBE_FILENAME:
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame.f_lineno if frame is not None else 0
+
+
 # The layouts a search may give a named stand-in, language-model sized: a scalar, one value per sample, one per
 # token (a mask, log-probs), integer token ids below the vocabulary (a gather's index, a cross entropy's target),
 # logits, and a whole number (a slice's bound, a count of tokens).
@@ -143,6 +163,7 @@ ROLES: dict[str, tuple[int, ...]] = {
     "count": (),
 }
 
+_LOSS = re.compile(r"(^|_)loss$")
 _COUNT = re.compile(r"^(num|n)_|_(size|count)$")
 _TOKEN_IDS = re.compile(r"(^|_)(ids?|tokens?|labels?|index)$")
 _PER_TOKEN = re.compile(r"mask")
@@ -229,18 +250,26 @@ class Stub:
         # transformers ModelOutput, read as `outputs["loss"]`): tried after the tensor, as an undecided branch.
         if not args and not self._run.choose():
             return StandInMapping(self._run)
-        # `loss, log = helper(logits)`: the tensor first, then stubs, as many as the caller unpacks.
-        count = unpacked_after_call(sys._getframe(1))
+        # `loss, log = helper(logits)`: the tensor first, then stubs, as many as the caller unpacks. Stored as a
+        # loss (`policy_loss, metrics = loss_fn(log_probs)`), it is one value, as a loss is (`loss.item()`).
+        caller = sys._getframe(1)
+        result = tensor.mean() if _LOSS.search(stored_after_call(caller) or "") else tensor * 1.0
+        count = unpacked_after_call(caller)
         if count:
-            return (tensor * 1.0, *(self.child(f"()[{i}]") for i in range(1, count)))
-        return tensor * 1.0
+            return (result, *(self.child(f"()[{i}]") for i in range(1, count)))
+        return result
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         return func(*_unwrap(tuple(args)), **{k: _unwrap(v) for k, v in (kwargs or {}).items()})
 
     def __bool__(self) -> bool:
-        return self._run.choose()
+        # One answer per execution: `fused = self.flag and x` hands the stub on, and `if fused:` asks it again.
+        if "truth" not in self._made:
+            self._made["truth"] = self._run.choose()
+        else:
+            self._run.ask_again()
+        return self._made["truth"]  # type: ignore[no-any-return]
 
     def __contains__(self, item: Any) -> bool:
         return self._run.choose()
@@ -312,6 +341,17 @@ def unpacked_after_call(frame: types.FrameType) -> int | None:
     code, offset = frame.f_code, frame.f_lasti
     following = next((i for i in _instructions(code) if i.offset > offset), None)
     return following.arg if following is not None and following.opname == "UNPACK_SEQUENCE" else None
+
+
+def stored_after_call(frame: types.FrameType) -> str | None:
+    """The name the result of the call ``frame`` is at is stored to (its first value, where it is unpacked)."""
+    code, offset = frame.f_code, frame.f_lasti
+    following = [i for i in _instructions(code) if i.offset > offset][:2]
+    if following and following[0].opname == "UNPACK_SEQUENCE":
+        following = following[1:]
+    if following and following[0].opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
+        return str(following[0].argval)
+    return None
 
 
 # Special names Python and libraries probe for (copy, pickle, numpy, typing, descriptors): a stub must not

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import heapq
 import itertools
 import json
 import re
@@ -38,6 +39,7 @@ from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
 from ._deps import require_torch
 from .assertions import Snapshot, changed_since, snapshot
+from .handover import handover
 from .hosts import HOSTS, Host, HostRun, ProbeSubject, host_of, returned_loss, run_under_host
 from .megatron import installed_megatron_version
 from .per_token import per_token_setting
@@ -50,7 +52,8 @@ from .standins import ROLES, TooManyDecisions
 
 torch = require_torch()
 
-# Executions tried per stand-in shape, and the time one function may take in all.
+# Executions tried per stand-in shape, and the time one function may take in all: this process's CPU time, so
+# a machine busy with other jobs does not cut the search short (a wall clock would make verdicts load-dependent).
 MAX_EXECUTIONS = 32
 # Executions a search for the layouts of the named stand-ins may take, per stand-in shape.
 MAX_LAYOUTS = 48
@@ -177,7 +180,7 @@ class _Furthest:
 
     def __init__(self) -> None:
         self.rank: tuple[int, int] = (-1, 0)
-        self.reason = f"no execution finished within {SECONDS_PER_FUNCTION:.0f} s"
+        self.reason = f"no execution finished within {SECONDS_PER_FUNCTION:.0f} s of CPU time"
 
     def note(self, rank: tuple[int, int], reason: str) -> None:
         if rank > self.rank:
@@ -199,6 +202,9 @@ def _shape_problem(execution: Execution) -> tuple[tuple[int, int], str] | None:
         return (1, 0), f"with stand-in inputs it returned {_describe(outputs)}, not (loss, ..., report)"
     if not torch.is_tensor(outputs[0]):
         return (2, 0), f"with stand-in inputs its loss was {_describe(outputs[0])}, not a tensor"
+    if not bool(torch.isfinite(outputs[0].detach()).all()):
+        # A mean of nothing (a slice the stand-ins left empty): a factor of nan would confirm anything.
+        return (2, 0), f"with stand-in inputs its loss was {outputs[0].detach().flatten()[:4].tolist()}, not finite"
     return None
 
 
@@ -240,23 +246,37 @@ def _matches(pattern: str, path: str) -> bool:
 def _explore(probe: Probe, deadline: float) -> Iterator[Execution]:
     """Executions of ``probe``, first with every undecidable branch taken, then flipping one answer at a time.
 
+    The paths flipped from the execution that got furthest (``_progress``: it returned, else the later the
+    line of the function it raised at) go first, a best-first search: an ``if``/``elif`` chain whose first
+    branches raise is left for its later ones, not flipped again where it raised. An execution that raised
+    flips its latest answers first (``if fused and use_entropy: raise`` is decided just before the raise).
     An execution that raises is first refitted (``_fit``): the layouts that got it furthest are kept for the
     executions after it.
     """
-    pending: collections.deque[tuple[bool, ...]] = collections.deque([()])
+    pending: list[tuple[tuple[int, ...], int, tuple[bool, ...]]] = [((), 0, ())]  # a heap: best parent first
+    order = itertools.count(1)
     roles = dict(probe.layouts)  # what use asks for first; a search changes them where the code raises
     budget = [MAX_LAYOUTS]
     for _ in range(MAX_EXECUTIONS):
-        if not pending or time.monotonic() > deadline:
+        if not pending or time.process_time() > deadline:
             return
-        forced = pending.popleft()
+        forced = heapq.heappop(pending)[2]
         execution = probe.execute(forced, roles)
         if execution.error is not None:
             execution = _fit(probe, execution, forced, budget)
             roles = execution.roles
         yield execution
-        taken = execution.taken
-        pending.extend((*taken[:i], not taken[i]) for i in range(len(forced), len(taken)))
+        taken, asked = execution.taken, execution.asked
+        end = len(taken)
+        if execution.error is not None:
+            # The answers asked once the failing statement began (its arguments, the calls it made) did not
+            # choose to run it: left as they are.
+            while end > len(forced) and asked[end - 1] >= execution.raised_line:
+                end -= 1
+        flips = [(*taken[:i], not taken[i]) for i in range(len(forced), end)]
+        rank = tuple(-n for n in _progress(execution))
+        for flip in reversed(flips) if execution.error is not None else flips:
+            heapq.heappush(pending, (rank, next(order), flip))
 
 
 # What inputs that do not fit raise (a shape, a dtype, an unpacking, an attribute of the wrong kind of value).
@@ -460,13 +480,14 @@ def _verify_reports(
         entries.setdefault(id(item.raw.entry), len(entries))
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
-    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    deadline = time.process_time() + SECONDS_PER_FUNCTION
+    output = _output_parameter(function, items)
     # First as faithful as the probe can be (the project's own modules, `self` of its own class), then
     # with those stubbed too: a stub goes where real code needs what a probe cannot give.
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
-            probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
-            fixed_probe = build_probe(fixed_module, fixed_function, shape, path=path, faithful=faithful)
+            probe = build_probe(module, function, shape, entries, path=path, faithful=faithful, output=output)
+            fixed_probe = build_probe(fixed_module, fixed_function, shape, path=path, faithful=faithful, output=output)
         except ProbeError as exc:
             return [verdicts.get(key) or Verdict(item.finding, False, str(exc)) for key, item in enumerate(items)]
         for execution in _explore(probe, deadline):
@@ -507,6 +528,20 @@ def _verify_reports(
         if len(verdicts) == len(items):
             break
     return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
+
+
+def _output_parameter(function: cst.FunctionDef | cst.Lambda, items: Sequence[Located]) -> str | None:
+    """The parameter Megatron fills with the model's output, as the forward step in a finding's chain hands the
+    function over (handover.py); None where no chain says."""
+    params = function.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params)]
+    if names[:1] in (["self"], ["cls"]):
+        names = names[1:]  # `partial(self.loss_func, ...)` is bound to its instance already
+    for item in items:
+        how = handover(item.finding)
+        if how is not None:
+            return how.parameter(names)
+    return None
 
 
 @dataclasses.dataclass
@@ -577,11 +612,14 @@ def _verify_captures(
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
     whole_return = any(item.raw.whole_return for item in items)  # a function returns a tuple or not
-    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    deadline = time.process_time() + SECONDS_PER_FUNCTION
+    output = _output_parameter(function, items)
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
-            probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
-            fixed_probe = build_probe(module, function, shape, entries, path=path, faithful=faithful, fixes=fixes)
+            probe = build_probe(module, function, shape, entries, path=path, faithful=faithful, output=output)
+            fixed_probe = build_probe(
+                module, function, shape, entries, path=path, faithful=faithful, fixes=fixes, output=output
+            )
         except ProbeError as exc:
             return [verdicts.get(key) or Verdict(item.finding, False, str(exc)) for key, item in enumerate(items)]
         for execution in _explore(probe, deadline):
@@ -646,7 +684,7 @@ def _verify_hosted(
     fixes = [(i.raw.entry, i.finding.fix_before, i.finding.fix_after) for i in items if i.finding.fixable]
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
-    deadline = time.monotonic() + SECONDS_PER_FUNCTION
+    deadline = time.process_time() + SECONDS_PER_FUNCTION
     # The entry of a returned dict the findings' host takes as its loss (Composer's 'total'), if it takes one.
     entry = next((h.entry for i in items if (h := HOSTS.get(i.finding.context)) is not None and h.entry), "")
     for shape, faithful in itertools.product(SHAPES, (True, False)):

@@ -9,9 +9,13 @@ entry ``{"calculate_per_token_loss": True}``, or by requiring it (``assert cfg.c
 on); ``False`` in the same places sets it off.
 
 A setting under an ``if`` counts only where the condition is about the setting (a default filled in:
-``if "calculate_per_token_loss" not in kwargs:``); under ``if cp_size > 1:`` it is not the project's. Where a setting holds: in a script (a
-module with an ``if __name__ == "__main__":`` guard, such as one example's ``pretrain_*.py``), that
-script only; in a module under a directory of examples, tests, scripts, tools or recipes, the modules beside it (one example's
+``if "calculate_per_token_loss" not in kwargs:``); under ``if cp_size > 1:`` it is not the project's. A
+helper's parameter passed on as the setting (``def make_config(per_token): return
+TransformerConfig(calculate_per_token_loss=per_token)``) is set where a call of the same module gives it a
+literal (``make_config(per_token=True)``), through any number of such helpers. Where a setting holds: in a
+script (a module with an ``if __name__ == "__main__":`` guard, such as one example's ``pretrain_*.py``) or a
+test module (``test_*.py``, ``*_test.py``: each test sets up its own run), that module only; in another
+module under a directory of examples, tests, scripts, tools or recipes, the modules beside it (one example's
 ``model.py`` sets it for that example); else the project's top-level package it is in (``src/`` skipped).
 """
 
@@ -26,8 +30,12 @@ import re
 from .files import project_root, python_files
 
 
-def _value_set(node: ast.AST, name: str) -> bool | None:
-    """The literal ``node`` sets the setting ``name`` to (an assertion requires it on), or None."""
+def _value_set(node: ast.AST, name: str, forwards: dict[str, tuple[str, int]]) -> bool | None:
+    """The literal ``node`` sets the setting ``name`` to (an assertion requires it on), or None;
+    ``forwards``: the module's helpers that pass a parameter on as the setting (`_forwarding`)."""
+    if isinstance(node, ast.Call):
+        given = _forwarded_argument(node, forwards)
+        return _literal(given) if given is not None else None
     if isinstance(node, ast.keyword):
         return _literal(node.value) if node.arg == name else None
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -61,6 +69,60 @@ def _named(node: ast.AST | None, name: str) -> bool:
     return isinstance(node, ast.Constant) and node.value == name
 
 
+def _forwarded_argument(call: ast.Call, forwards: dict[str, tuple[str, int]]) -> ast.expr | None:
+    """What ``call`` of a helper in ``forwards`` passes as the parameter it hands on as the setting, if anything:
+    the keyword, or a plain function's positional argument."""
+    forwarded = forwards.get(_callee(call))
+    if forwarded is None:
+        return None
+    parameter, position = forwarded
+    given = next((k.value for k in call.keywords if k.arg == parameter), None)
+    positional = isinstance(call.func, ast.Name) and not any(isinstance(a, ast.Starred) for a in call.args)
+    if given is None and positional and 0 <= position < len(call.args):
+        given = call.args[position]
+    return given
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _forwarding(tree: ast.Module, name: str) -> dict[str, tuple[str, int]]:
+    """The module's functions that pass one of their parameters on as the setting ``name``: function name →
+    (that parameter, its position among the positional ones, -1 for keyword-only), found to a fixed point so a
+    helper calling a helper counts (``get_model(per_token_loss)`` → ``get_spec(per_token_loss=per_token_loss)``
+    → ``TransformerConfig(calculate_per_token_loss=per_token_loss)``)."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    found: dict[str, tuple[str, int]] = {}
+    while True:
+        added = False
+        for function in functions:
+            if function.name in found:
+                continue
+            positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            own = set(positional) | {a.arg for a in function.args.kwonlyargs}
+            for node in ast.walk(function):
+                passed = None
+                if isinstance(node, ast.keyword) and node.arg == name:
+                    passed = node.value
+                elif isinstance(node, ast.Call) and (onward := found.get(_callee(node))):
+                    passed = next((k.value for k in node.keywords if k.arg == onward[0]), None)
+                if isinstance(passed, ast.Name) and passed.id in own:
+                    index = positional.index(passed.id) if passed.id in positional else -1
+                    found[function.name] = (passed.id, index)
+                    added = True
+                    break
+        if not added:
+            return found
+
+
+def _is_test_module(path: str) -> bool:
+    """pytest's default test files: ``test_*.py`` and ``*_test.py``."""
+    base = os.path.basename(path)
+    return base.startswith("test_") or base.endswith("_test.py")
+
+
 def _is_script(tree: ast.Module) -> bool:
     return any(
         isinstance(stmt, ast.If)
@@ -74,15 +136,17 @@ def _is_script(tree: ast.Module) -> bool:
 @functools.cache
 def _settings(root: str, name: str) -> tuple[tuple[str, int, bool, bool], ...]:
     """Every place under ``root`` that sets ``name`` with a literal: (real path, line, the value, whether
-    the file is a script). Read once per project and setting, only when a finding asks."""
+    it holds for its own module only: a script or a test module). Read once per project and setting, only
+    when a finding asks."""
     found = []
     word = name.encode()
     # Only a file whose text sets it with a literal (`name=True`, `name: bool = False`, `"name": True`,
-    # `x["name"] = True`) or asserts it is parsed: most files naming it only pass it on.
+    # `x["name"] = True`), asserts it or passes it a parameter (`name=per_token)`) is parsed: most files
+    # naming it only pass it on from a config (`name=args.name`).
     literal = re.compile(
         rb"\b"
         + re.escape(word)
-        + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=]\s*(?:True|False)\b|assert\b[^\n]*\b"
+        + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=]\s*(?:True|False|\w+\s*[,)\n])|assert\b[^\n]*\b"
         + re.escape(word)
     )
     for path in python_files(root):
@@ -94,15 +158,23 @@ def _settings(root: str, name: str) -> tuple[tuple[str, int, bool, bool], ...]:
             tree = ast.parse(data)
         except (OSError, SyntaxError, ValueError):
             continue  # `check` reports a file it cannot read or parse; here it sets nothing
-        script = _is_script(tree)
-        candidates = sorted({data.count(b"\n", 0, match.start()) + 1 for match in re.finditer(re.escape(word), data)})
-        found.extend((path, line, value, script) for line, value in _setting_lines(tree, name, candidates))
+        own_only = _is_script(tree) or _is_test_module(path)
+        forwards = _forwarding(tree, name)
+        # The lines naming it, and those calling a helper that passes it on.
+        words = [re.escape(word), *(rb"\b" + re.escape(f.encode()) + rb"\s*\(" for f in forwards)]
+        named = re.finditer(b"|".join(words), data)
+        candidates = sorted({data.count(b"\n", 0, match.start()) + 1 for match in named})
+        lines = _setting_lines(tree, name, candidates, forwards)
+        found.extend((path, line, value, own_only) for line, value in lines)
     return tuple(found)
 
 
-def _setting_lines(tree: ast.Module, name: str, candidates: list[int]) -> list[tuple[int, bool]]:
+def _setting_lines(
+    tree: ast.Module, name: str, candidates: list[int], forwards: dict[str, tuple[str, int]]
+) -> list[tuple[int, bool]]:
     """The lines setting ``name`` with a literal, and to what, in the order of the text; only the
-    nodes spanning one of the ``candidates`` (the lines naming it) are looked into."""
+    nodes spanning one of the ``candidates`` (the lines naming it or calling a helper in ``forwards``)
+    are looked into."""
     lines: list[tuple[int, bool]] = []
     stack: list[ast.AST] = [tree]
     while stack:
@@ -116,9 +188,10 @@ def _setting_lines(tree: ast.Module, name: str, candidates: list[int]) -> list[t
         # (`if "calculate_per_token_loss" not in kwargs:` fills in a default); `if cp_size > 1:` decides it.
         if isinstance(node, ast.If) and not any(_named(child, name) for child in ast.walk(node.test)):
             continue
-        value = _value_set(node, name)
+        value = _value_set(node, name, forwards)
         if value is not None:
-            lines.append((start or 0, value))
+            given = _forwarded_argument(node, forwards) if isinstance(node, ast.Call) else None
+            lines.append((given.lineno if given is not None else start or 0, value))
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
     return lines
 
@@ -169,10 +242,10 @@ def setting(path: str, name: str) -> tuple[str, bool] | None:
     real = os.path.realpath(path)
     mine = os.path.relpath(real, root).replace(os.sep, "/")
     off = None
-    for where, line, value, script in _settings(root, name):
+    for where, line, value, own_only in _settings(root, name):
         relative = os.path.relpath(where, root).replace(os.sep, "/")
         own = scope_root(where) == root  # a directory below declaring its own dependencies keeps its settings
-        if where == real or (not script and own and _holds_for(relative, mine)):
+        if where == real or (not own_only and own and _holds_for(relative, mine)):
             shown = os.path.relpath(where, top).replace(os.sep, "/")
             if value:
                 return f"{shown}:{line}", True

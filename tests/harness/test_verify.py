@@ -172,6 +172,29 @@ def test_bad_options_are_usage_errors(options: list[str], message: str, capsys: 
     assert message in captured.err and captured.out == ""
 
 
+def test_an_internal_error_exits_3_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A bug of ours in the harness is neither a finding (1) nor a usage error (2): 3, as pytest's internal error.
+    seed, other = str(FIXTURES / "FAL001" / "seed.py"), str(FIXTURES / "FAL001" / "detach_direct.py")
+    from flux_alias_lint.harness import verify
+
+    real = verify.verify_file
+
+    def crashes_on_the_seed(path: str, *args: object) -> object:
+        if path == seed:
+            raise KeyError("a line\nbroken")
+        return real(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verify, "verify_file", crashes_on_the_seed)
+    assert main(["verify", seed, other]) == 3
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"flux-alias-lint: internal error: {seed}: KeyError: 'a line\\nbroken' (a bug in flux-alias-lint; please report it)"
+    ]
+    assert f"{other}:" in captured.out and "1 finding(s): 1 confirmed" in captured.out  # the other file still ran
+
+
 def test_verify_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     seed = (FIXTURES / "FAL001" / "seed.py").read_bytes()
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(seed)))

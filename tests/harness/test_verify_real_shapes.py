@@ -100,6 +100,33 @@ def test_a_3_tuple_under_the_projects_per_token_loss_is_not_confirmed(capsys: py
     assert "calculate_per_token_loss off (--no-calculate-per-token-loss)" in str(found["modelled"])
 
 
+TEST_MODULES = Path(__file__).parents[2] / "fixtures" / "FAL001" / "per_token_set_in_one_test_module"
+
+
+def test_a_test_modules_setting_configures_that_module_only() -> None:
+    # A literal in one test module (test_config.py) sets up that module's runs, not its neighbours'; a helper's
+    # parameter passed on as the setting is set where the module calls it with a literal.
+    shown = "fixtures/FAL001/per_token_set_in_one_test_module/tests/"
+    assert per_token_setting(str(TEST_MODULES / "tests" / "test_config.py")) == f"{shown}test_config.py:7"
+    assert per_token_setting(str(TEST_MODULES / "tests" / "test_per_token_schedule.py")) == (
+        f"{shown}test_per_token_schedule.py:29"
+    )
+    assert per_token_setting(str(TEST_MODULES / "tests" / "test_default_schedule.py")) is None
+    assert per_token_setting(str(TEST_MODULES / "loss.py")) is None
+
+
+def test_verify_models_each_test_module_as_it_is_set_up(capsys: pytest.CaptureFixture[str]) -> None:
+    status, found = _verdicts(capsys, str(TEST_MODULES / "tests"))
+    by_file = {Path(str(v["path"])).name: v for v in found}
+    assert status == 1 and set(by_file) == {"test_default_schedule.py", "test_per_token_schedule.py"}
+    assert by_file["test_default_schedule.py"]["confirmed"]
+    per_token = by_file["test_per_token_schedule.py"]
+    assert not per_token["confirmed"] and str(per_token["detail"]).endswith(
+        "under calculate_per_token_loss on "
+        "(set at fixtures/FAL001/per_token_set_in_one_test_module/tests/test_per_token_schedule.py:29)"
+    )
+
+
 def test_the_option_turns_it_on_for_any_project(capsys: pytest.CaptureFixture[str]) -> None:
     status, [found] = _verdicts(capsys, str(CASES / "unpacked_helper.py"), "--calculate-per-token-loss")
     assert status == 1 and "under calculate_per_token_loss on (--calculate-per-token-loss)" in str(found["detail"])
@@ -111,6 +138,7 @@ def test_the_exit_status_is_documented_in_help(capsys: pytest.CaptureFixture[str
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "0  every finding was run and confirmed" in out and "2  a usage error" in out
+    assert "3  an internal error" in out
     with pytest.raises(SystemExit) as exit_:
         main(["verify", "--num-microbatches", "0", str(CASES / "gathered_ids.py")])
     assert exit_.value.code == 2
@@ -127,6 +155,10 @@ def test_the_exit_status_is_documented_in_help(capsys: pytest.CaptureFixture[str
         ("if cp_size > 1:\n    cfg.calculate_per_token_loss = True\n", None),  # decided by something else
         ("cfg.calculate_per_token_loss = False\n", None),
         ("def f(calculate_per_token_loss: bool = True):\n    pass\n", None),  # a parameter's default
+        # a helper's parameter passed on, given a literal where it is called (by keyword, by position)
+        ("def cfg(on):\n    return Config(calculate_per_token_loss=on)\n\n\nc = cfg(on=True)\n", 5),
+        ("def cfg(n, on):\n    return Config(calculate_per_token_loss=on)\n\n\nc = cfg(\n    1,\n    True)\n", 7),
+        ("def cfg(on):\n    return Config(calculate_per_token_loss=on)\n\n\nc = cfg(on=flag)\n", None),
     ],
 )
 def test_what_turns_per_token_loss_on(tmp_path: Path, setting: str, expected: int | None) -> None:
