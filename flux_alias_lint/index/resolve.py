@@ -160,6 +160,10 @@ class Resolver(Calls):
         function = factory.function
         if _parameter_owner(inner, returned.id) is not function or isinstance(call.func, ast.Call):
             return None
+        if isinstance(call.func, ast.Name):  # `w = partial(wrap, a)`, then `w(b)`: not `wrap`'s positions
+            bound = self._named(module, scope, call.func.id, at=call.func)[1]
+            if any(isinstance(v, ast.Call) and last_name(v.func) == "partial" for v in bound):
+                return None
         name = returned.id
         if any(k.arg is None for k in call.keywords):
             return None
