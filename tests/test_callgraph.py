@@ -156,6 +156,47 @@ def test_functions_passed_as_arguments_reach_the_parameter_called(tmp_path: Path
     assert graph["user"] == ["engine.drive"]
 
 
+def test_a_function_returning_its_parameter_gives_each_call_what_it_passes(tmp_path: Path) -> None:
+    """By position, by keyword, its default, through `obj.m` (self given); where the call does not
+    show it (`*args`, a name bound by `functools.partial`), what every call passes."""
+    graph = _graph(
+        tmp_path,
+        {
+            "t.py": """
+                from functools import partial
+
+                def a(): pass
+                def b(): pass
+                def c(): pass
+                def d(): pass
+                def wrap(x, f=d):
+                    return f
+                class K:
+                    def m(self, f):
+                        return f
+                def by_position():
+                    wrap(1, a)()
+                def by_keyword():
+                    wrap(1, f=b)()
+                def by_default():
+                    wrap(1)()
+                def through_an_attribute():
+                    K().m(c)()
+                def bound_by_partial():
+                    w = partial(wrap, 1)
+                    w(a)()
+                def starred(*args):
+                    wrap(*args)()
+            """,
+        },
+    )
+    assert graph["t.by_position"] == ["t.a", "t.wrap"]
+    assert graph["t.by_keyword"] == ["t.b", "t.wrap"]
+    assert graph["t.by_default"] == ["t.d", "t.wrap"]
+    assert graph["t.through_an_attribute"] == ["t.K.m", "t.c"]
+    assert graph["t.bound_by_partial"] == graph["t.starred"] == ["t.a", "t.b", "t.d", "t.wrap"]
+
+
 def test_raise_and_for_run_the_class_methods(tmp_path: Path) -> None:
     graph = _graph(
         tmp_path,

@@ -59,6 +59,8 @@ CHAINS = {
     "loss_handed_through_parameters": (
         ("losses.py", 9),
         [
+            ("losses.py", 8, "passed as fn to logged"),
+            ("losses.py", 5, "returned by logged"),
             ("train.py", 26, "bound to loss_fn of forward_step by partial"),
             ("train.py", 12, "returned as the loss function by forward_step"),
             ("train.py", 26, "passed as step to run_schedule"),
@@ -88,3 +90,32 @@ def test_a_parameter_is_what_its_callers_pass_and_no_more() -> None:
     folder = (FIXTURES / "FAL001" / "loss_handed_through_parameters").resolve()
     reached = {(pathlib.Path(path).name, line) for path, line in ProjectIndex([str(folder)]).reached}
     assert reached == {("losses.py", 9)}
+
+
+# A function returning its own parameter, called at two places (FAL002 fixture projects): each call
+# gets back what it passes, so only the step handed to the schedule is reached, through its own call.
+_SCHEDULE_STEP = "passed as forward_step_func to forward_backward_func, which rescales the loss in place"
+PASSED_BACK = {
+    "step_passed_through_a_wrapper": [
+        ("train.py", 27, "returned as the loss function by forward_step"),
+        ("train.py", 31, "passed as forward_step_func to passthrough"),
+        ("train.py", 22, "returned by passthrough"),
+        ("train.py", 30, _SCHEDULE_STEP),
+    ],
+    "step_decorated_by_a_method_returning_it": [
+        ("train.py", 36, "returned as the loss function by forward_step"),
+        ("train.py", 34, "passed as forward_step_func to wrap_forward_step"),
+        ("train.py", 28, "returned by wrap_forward_step"),
+        ("train.py", 39, _SCHEDULE_STEP),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(PASSED_BACK))
+def test_a_function_returning_its_parameter_gives_each_call_its_own(case: str) -> None:
+    folder = (FIXTURES / "FAL002" / case).resolve()
+    reached = ProjectIndex([str(folder)]).reached
+    assert set(reached) == {(str(folder / "train.py"), 11)}  # not `probe_loss`, run by a plain loop
+    reach = reached[(str(folder / "train.py"), 11)]
+    shown = [(pathlib.Path(s.path).resolve().relative_to(folder).as_posix(), s.line, s.what) for s in reach.steps]
+    assert reach.context == MEGATRON and not reach.guessed and shown == PASSED_BACK[case]

@@ -67,6 +67,9 @@ class _Value:
     # Passed as a parameter of a function too many files call (`calls._CALLER_FILES`): the hand-off
     # search does not come back through it, so where the value runs past it, it escapes there.
     cut: tuple[str, int] | None = None  # (what the step where it runs says, id of that function)
+    # The calls it was passed in through, innermost last: (id of the function called, the caller's
+    # module, the call). Returned by that function, it is that call's result, not every caller's.
+    frames: tuple[tuple[int, Symbols, ast.Call], ...] = ()
 
     @classmethod
     def of(cls, ref: Ref, steps: tuple[Step, ...] = (), path: Path = ()) -> _Value:
@@ -137,7 +140,7 @@ class Escapes(References):
     # ---- following ------------------------------------------------------------------
 
     def _follow(self, starts: list[_Value]) -> Reach:
-        seen: set[tuple[int, tuple[int | str, ...], str | None, bool]] = set()
+        seen: set[tuple[int, tuple[int | str, ...], str | None, bool, int | None]] = set()
         stack = list(reversed(starts))
         while stack:
             value = stack.pop()
@@ -148,6 +151,7 @@ class Escapes(References):
                 value.path[:_PATH] + (("...",) if len(value.path) > _PATH else ()),
                 value.instance,
                 value.lookup,
+                id(value.frames[-1][2]) if value.frames else None,
             )
             if key in seen:
                 continue
@@ -276,6 +280,7 @@ class Escapes(References):
             if callers > _CALLER_FILES and value.cut is None:
                 what = f"called past {function.name}, which {callers} files call"
                 passed = dataclasses.replace(value, cut=(what, id(function)))
+            passed = dataclasses.replace(passed, frames=(*value.frames, (id(function), module, call)))
             found += [
                 passed.to(target_module, load, (*value.steps, step))
                 for load in self._loads(target_module, parameter, function)
@@ -346,6 +351,10 @@ class Escapes(References):
         if not returned:
             return self._at(value, f"yielded by {function.name}")
         step = self._at(value, f"returned by {function.name}")
+        if value.frames and value.frames[-1][0] == id(function):  # passed in at a call seen: its result
+            _, caller, call = value.frames[-1]
+            back = value.to(caller, call, (*value.steps, step))
+            return [dataclasses.replace(back, frames=value.frames[:-1])]
         calls = [
             _Value.of(ref, (*value.steps, step), (CALLED, *value.path))
             for ref in self._references(module, module.scope_of(function)[:-1], function)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .calls import Calls
+from .calls import Calls, _passing
 from .names import (
     _DEPTH,
     _FUNCTIONS,
@@ -35,7 +35,7 @@ from .names import (
     _parameter_owner,
     imported_from,
 )
-from .nodes import body_walk, is_self_attribute, last_name
+from .nodes import body_walk, is_self_attribute, last_name, positional
 from .symbols import Symbols
 
 __all__ = ["Resolver", "Value", "imported_from"]
@@ -135,8 +135,51 @@ class Resolver(Calls):
             for stmt in body_walk(factory.function):
                 if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value):
                     step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
-                    for made in self._values(factory.module, inner, stmt.value, depth):
+                    made_here = self._given_back(module, scope, call, factory, inner, stmt.value, depth)
+                    if made_here is None:
+                        made_here = self._values(factory.module, inner, stmt.value, depth)
+                    for made in made_here:
                         yield made._replace(steps=(*made.steps, step, *factory.steps))
+
+    def _given_back(
+        self,
+        module: Symbols,
+        scope: list[ast.AST],
+        call: ast.Call,
+        factory: Value,
+        inner: list[ast.AST],
+        returned: ast.expr,
+        depth: int,
+    ) -> list[Value] | None:
+        """What `call` gets back where the function called returns its own parameter (a decorator or a
+        wrapper passing the step through): what this call passes for it (by position, `self` given
+        when called through an attribute, or by keyword), else its default; None where the call does
+        not show it (`*args`, `**kwargs`, a partial's arguments), to be followed to every caller."""
+        if not self._follow_parameters or not isinstance(returned, ast.Name):
+            return None
+        function = factory.function
+        if _parameter_owner(inner, returned.id) is not function or isinstance(call.func, ast.Call):
+            return None
+        if isinstance(call.func, ast.Name):  # `w = partial(wrap, a)`, then `w(b)`: not `wrap`'s positions
+            bound = self._named(module, scope, call.func.id, at=call.func)[1]
+            if any(isinstance(v, ast.Call) and last_name(v.func) == "partial" for v in bound):
+                return None
+        name = returned.id
+        if any(k.arg is None for k in call.keywords):
+            return None
+        passed = next((k.value for k in call.keywords if k.arg == name), None)
+        method = len(inner) > 1 and isinstance(inner[-2], ast.ClassDef)
+        params = positional(function, through_attribute=method and isinstance(call.func, ast.Attribute))
+        if passed is None and name in params:
+            position = params.index(name)
+            if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+                return None
+            passed = call.args[position] if position < len(call.args) else None
+        if passed is not None:
+            step = self._step(module, call, _passing(call, name, function.name))
+            return [found._replace(steps=(*found.steps, step)) for found in self._values(module, scope, passed, depth)]
+        default = _default(function, name)
+        return None if default is None else self._values(factory.module, inner[:-1], default, depth)
 
     def _elements(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int) -> Iterator[Value]:
         """The functions an element of `node` may be: of a display, of a registry, what a generator
