@@ -3,6 +3,7 @@ PEP 440 evaluator of `index/versions.py`) and the settings it sets (`index/setti
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -368,6 +369,22 @@ def test_megatron_before_0_7_is_out_of_place(tmp_path: pathlib.Path) -> None:
 
 
 # ---- the settings -------------------------------------------------------------------------------
+
+
+def test_a_test_modules_setting_is_read_only_when_that_module_is_checked(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test sets up its own run, so another module never reads a test module's settings: it is not
+    even parsed for it (Megatron-LM has 16 such modules of 32 that set calculate_per_token_loss)."""
+    path = _project(tmp_path, {"tests/test_per_token.py": "cfg = dict(calculate_per_token_loss=True)\n"})
+    test_module = str(tmp_path / "tests" / "test_per_token.py")
+    read: list[str] = []
+    real = settings._module_settings
+    monkeypatch.setattr(settings, "_module_settings", lambda *args: read.append(args[0]) or real(*args))
+    settings._settings.cache_clear()
+    assert setting(path, "calculate_per_token_loss") is None and read == []
+    assert setting(test_module, "calculate_per_token_loss") == ("tests/test_per_token.py:1", True)
+    assert read == [os.path.realpath(test_module)]
 
 
 def test_average_tokens_across_devices(tmp_path: pathlib.Path) -> None:

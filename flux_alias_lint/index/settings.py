@@ -27,6 +27,7 @@ import functools
 import os
 import re
 
+from ..source import SourceError, read_bytes
 from .files import project_root, python_files
 
 
@@ -93,20 +94,27 @@ def _forwarding(tree: ast.Module, name: str) -> dict[str, tuple[str, int]]:
     (that parameter, its position among the positional ones, -1 for keyword-only), found to a fixed point so a
     helper calling a helper counts (``get_model(per_token_loss)`` → ``get_spec(per_token_loss=per_token_loss)``
     → ``TransformerConfig(calculate_per_token_loss=per_token_loss)``)."""
-    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    nodes = list(ast.walk(tree))
+    if not any(type(n) is ast.keyword and n.arg == name and type(n.value) is ast.Name for n in nodes):
+        return {}  # no parameter is passed on as the setting: nothing forwards it
+    functions = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    names = {function.name for function in functions}
+    # Each function's nodes that can pass a parameter on, in walk order (the setting's keywords, the calls of
+    # the module's functions), found once: the fixed point below goes over these alone, round after round.
+    passing = [(function, [n for n in ast.walk(function) if _may_pass(n, name, names)]) for function in functions]
     found: dict[str, tuple[str, int]] = {}
     while True:
         added = False
-        for function in functions:
+        for function, candidates in passing:
             if function.name in found:
                 continue
             positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
             own = set(positional) | {a.arg for a in function.args.kwonlyargs}
-            for node in ast.walk(function):
+            for node in candidates:
                 passed = None
-                if isinstance(node, ast.keyword) and node.arg == name:
+                if isinstance(node, ast.keyword):
                     passed = node.value
-                elif isinstance(node, ast.Call) and (onward := found.get(_callee(node))):
+                elif onward := found.get(_callee(node)):
                     passed = next((k.value for k in node.keywords if k.arg == onward[0]), None)
                 if isinstance(passed, ast.Name) and passed.id in own:
                     index = positional.index(passed.id) if passed.id in positional else -1
@@ -115,6 +123,12 @@ def _forwarding(tree: ast.Module, name: str) -> dict[str, tuple[str, int]]:
                     break
         if not added:
             return found
+
+
+def _may_pass(node: ast.AST, name: str, functions: set[str]) -> bool:
+    """A keyword setting ``name``, or a call of one of the module's ``functions``."""
+    kind = type(node)
+    return (kind is ast.keyword and node.arg == name) or (kind is ast.Call and _callee(node) in functions)
 
 
 def _is_test_module(path: str) -> bool:
@@ -133,39 +147,52 @@ def _is_script(tree: ast.Module) -> bool:
     )
 
 
+def _patterns(name: str) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """Two byte gates: a text that may set ``name`` with a literal (`name=True`, `name: bool = False`,
+    `"name": True`, `x["name"] = True`), assert it or pass it a parameter (`name=per_token)`), and one that may
+    give it a bare name (`name=x`: a helper passing a parameter on as the setting)."""
+    word = re.escape(name.encode())
+    literal = re.compile(
+        rb"\b" + word + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=]\s*(?:True|False|\w+\s*[,)\n])|assert\b[^\n]*\b" + word
+    )
+    passed_on = re.compile(rb"\b" + word + rb"\s*=[\s(]*(?!(?:True|False|None)\b)[A-Za-z_]\w*\s*[,)\n]")
+    return literal, passed_on
+
+
+def _module_settings(path: str, name: str, data: bytes) -> tuple[tuple[int, bool, bool], ...]:
+    """The lines of the module ``path`` (its text ``data``) setting ``name`` with a literal: (line, the value,
+    whether it holds for this module only: a script or a test module)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return ()  # `check` reports a file it cannot parse; here it sets nothing
+    own_only = _is_script(tree) or _is_test_module(path)
+    forwards = _forwarding(tree, name) if _patterns(name)[1].search(data) else {}
+    # The lines naming it, and those calling a helper that passes it on.
+    word = name.encode()
+    words = [re.escape(word), *(rb"\b" + re.escape(f.encode()) + rb"\s*\(" for f in forwards)]
+    named = re.finditer(b"|".join(words), data)
+    candidates = sorted({data.count(b"\n", 0, match.start()) + 1 for match in named})
+    return tuple((line, value, own_only) for line, value in _setting_lines(tree, name, candidates, forwards))
+
+
 @functools.cache
-def _settings(root: str, name: str) -> tuple[tuple[str, int, bool, bool], ...]:
-    """Every place under ``root`` that sets ``name`` with a literal: (real path, line, the value, whether
-    it holds for its own module only: a script or a test module). Read once per project and setting, only
-    when a finding asks."""
+def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, bool, bool], ...] | None], ...]:
+    """Every module under ``root`` that may set ``name`` with a literal, with its settings (`_module_settings`);
+    None for a test module, whose settings hold for itself alone: it is read only when it is the module checked
+    (`setting`), never for the others. Read once per project and setting, only when a finding asks."""
     found = []
     word = name.encode()
-    # Only a file whose text sets it with a literal (`name=True`, `name: bool = False`, `"name": True`,
-    # `x["name"] = True`), asserts it or passes it a parameter (`name=per_token)`) is parsed: most files
-    # naming it only pass it on from a config (`name=args.name`).
-    literal = re.compile(
-        rb"\b"
-        + re.escape(word)
-        + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=]\s*(?:True|False|\w+\s*[,)\n])|assert\b[^\n]*\b"
-        + re.escape(word)
-    )
+    literal = _patterns(name)[0]
     for path in python_files(root):
         try:
             with open(path, "rb") as file:
                 data = file.read()
-            if word not in data or not literal.search(data):
-                continue
-            tree = ast.parse(data)
-        except (OSError, SyntaxError, ValueError):
-            continue  # `check` reports a file it cannot read or parse; here it sets nothing
-        own_only = _is_script(tree) or _is_test_module(path)
-        forwards = _forwarding(tree, name)
-        # The lines naming it, and those calling a helper that passes it on.
-        words = [re.escape(word), *(rb"\b" + re.escape(f.encode()) + rb"\s*\(" for f in forwards)]
-        named = re.finditer(b"|".join(words), data)
-        candidates = sorted({data.count(b"\n", 0, match.start()) + 1 for match in named})
-        lines = _setting_lines(tree, name, candidates, forwards)
-        found.extend((path, line, value, own_only) for line, value in lines)
+        except OSError:
+            continue  # `check` reports a file it cannot read; here it sets nothing
+        if word not in data or not literal.search(data):
+            continue  # most files naming it only pass it on from a config (`name=args.name`)
+        found.append((path, None if _is_test_module(path) else _module_settings(path, name, data)))
     return tuple(found)
 
 
@@ -242,12 +269,21 @@ def setting(path: str, name: str) -> tuple[str, bool] | None:
     real = os.path.realpath(path)
     mine = os.path.relpath(real, root).replace(os.sep, "/")
     off = None
-    for where, line, value, own_only in _settings(root, name):
+    for where, read in _settings(root, name):
+        lines = read
+        if lines is None:  # a test module: its settings hold for itself alone
+            if where != real:
+                continue
+            try:
+                lines = _module_settings(where, name, read_bytes(where))
+            except SourceError:
+                continue
         relative = os.path.relpath(where, root).replace(os.sep, "/")
         own = scope_root(where) == root  # a directory below declaring its own dependencies keeps its settings
-        if where == real or (not own_only and own and _holds_for(relative, mine)):
-            shown = os.path.relpath(where, top).replace(os.sep, "/")
-            if value:
-                return f"{shown}:{line}", True
-            off = off or (f"{shown}:{line}", False)
+        for line, value, own_only in lines:
+            if where == real or (not own_only and own and _holds_for(relative, mine)):
+                shown = os.path.relpath(where, top).replace(os.sep, "/")
+                if value:
+                    return f"{shown}:{line}", True
+                off = off or (f"{shown}:{line}", False)
     return off
