@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from .files import find_module
 from .modules import Modules
-from .nodes import body_walk, bound_names, parameters
+from .nodes import body_walk, bound_names, parameters, statements
 from .reach import Step
 from .symbols import Symbols, _imports_of
 
@@ -213,7 +213,7 @@ class Names(Modules):
         found = self._imported.get(id(module))
         if found is None:
             found = self._imported[id(module)] = {}
-            for node in ast.walk(module.tree):
+            for node in statements(module.tree):  # an import is a statement: no expression is walked
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     for item in _imports_of(node):
                         if "." in item.target:

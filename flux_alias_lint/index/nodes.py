@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections import deque
 from collections.abc import Iterable, Iterator
 
 from ..facts.reports import AUGMENTED_METHODS, RESCALING_METHODS, RESCALING_OPERATORS
@@ -125,3 +126,18 @@ def body_walk(function: ast.AST) -> Iterator[ast.AST]:
 
 
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_HOLDING_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def statements(tree: ast.AST) -> Iterator[ast.AST]:
+    """The statements in `tree`, nested ones too, in `ast.walk`'s order (breadth first) without walking an
+    expression: a statement is only ever in a statement's, an `except` handler's or a `case`'s body."""
+    queue = deque([tree])
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, ast.stmt):
+            yield node
+        for field in type(node)._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                queue.extend(item for item in value if isinstance(item, _HOLDING_STATEMENTS))
