@@ -22,6 +22,7 @@ import libcst as cst
 
 from .evidence import Declared
 from .index.files import find_module
+from .index.nodes import statements
 from .index.symbols import PARSE_ERRORS, Symbols, derived_classes, summarisable
 from .source import SourceError, read_bytes
 
@@ -122,7 +123,7 @@ class Library:
         found = self._made.get(cls)
         if found is None:
             found = self._made[cls] = {}
-            for node in ast.walk(self._classes[cls]):
+            for node in statements(self._classes[cls]):  # assignments are statements: no expression is walked
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                     pairs = [(target, node.value.func) for target in node.targets]
                 elif isinstance(node, ast.AnnAssign):
