@@ -15,7 +15,6 @@ import re
 from collections.abc import Iterable, Iterator
 
 from .handoffs import PATCH
-from .modules import text_of
 from .nodes import body_walk, bound_names, last_name, parameters
 from .reach import Key, Reach, stronger
 from .resolve import Resolver
@@ -24,6 +23,10 @@ from .symbols import Symbols
 
 class FollowedEvidence(Resolver):
     """The functions a file's evidence reaches in turn."""
+
+    def __init__(self, roots: list[str]) -> None:
+        super().__init__(roots)
+        self._sites: dict[int, list[tuple[list[ast.AST], ast.AST]]] = {}  # `_patch_sites`, by module
 
     def _patch_evidence(self, path: str) -> None:
         """A function installed in place of one this file's evidence reached takes its context, and of
@@ -104,24 +107,53 @@ class FollowedEvidence(Resolver):
         if owner is None or function is None:
             return
         name = function.name
-        marker = re.compile(rb"[.'\"]" + re.escape(name.encode()) + rb"""(?:['"]|\s*=[^=])""")
-        others = (p for p in self._mentioning(owner.path, name) if p != owner.path and marker.search(text_of(p)))
+        word = name.encode()
+        others = (
+            p for p in self._mentioning(owner.path, name) if p != owner.path and _marked(self._mentioned_text(p), word)
+        )
         for module in [owner, *map(self._module, others)]:
             if module is None:
                 continue
-            for scope, node in [*module.scoped, ([], module.tree)]:
-                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
-                for site in body_walk(node):
-                    patch = _patch(site, name)
-                    if patch is None:
-                        continue
-                    replaced, replacement, how = patch
-                    if isinstance(replaced, str):
-                        targets = self._resolve_dotted(module, replaced, 0, 0)
-                    else:
-                        targets = self._named_only(module, inner, replaced)
-                    if any(target is function for _, target in targets):
-                        yield module, inner, site, replacement, f"installed by {how} in place of {name}"
+            for inner, site in self._patch_sites(module):
+                patch = _patch(site, name)
+                if patch is None:
+                    continue
+                replaced, replacement, how = patch
+                if isinstance(replaced, str):
+                    targets = self._resolve_dotted(module, replaced, 0, 0)
+                else:
+                    targets = self._named_only(module, inner, replaced)
+                if any(target is function for _, target in targets):
+                    yield module, inner, site, replacement, f"installed by {how} in place of {name}"
+
+    def _patch_sites(self, module: Symbols) -> list[tuple[list[ast.AST], ast.AST]]:
+        """The nodes of `module` that may install a function under some name (`_patch`), each with
+        its scope, in the order of a walk: the module is walked once, whatever names are asked."""
+        sites = self._sites.get(id(module))
+        if sites is None:
+            sites = self._sites[id(module)] = [
+                ([*scope, node] if not isinstance(node, ast.Module) else scope, site)
+                for scope, node in [*module.scoped, ([], module.tree)]
+                for site in body_walk(node)
+                if (type(site) is ast.Call and len(site.args) >= 2 and not site.keywords)
+                or (type(site) is ast.Assign and len(site.targets) == 1)
+            ]
+        return sites
+
+
+_AFTER_MARK = re.compile(rb"""['"]|\s*=[^=]""")
+
+
+def _marked(text: bytes, name: bytes) -> bool:
+    """Whether `text` names `name` where a patch may install it: an attribute assigned (`.name =`) or
+    a string (`"pkg.mod.name"`, `'name'`). Found with `bytes.find`: a pattern starting with a
+    character class would try every position of the text."""
+    at = text.find(name)
+    while at != -1:
+        if at and text[at - 1] in b".'\"" and _AFTER_MARK.match(text, at + len(name)):
+            return True
+        at = text.find(name, at + 1)
+    return False
 
 
 def _patch(node: ast.AST, name: str) -> tuple[str | ast.expr, ast.expr, str] | None:

@@ -54,7 +54,10 @@ def _collected(
 ) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
     with collections_paused():
         index = ProjectIndex(roots, files)
-    return index.evidence, index.depends_on
+        found = index.evidence, index.depends_on
+        # Freed while the collector is off: it would walk all of the index's trees once more before.
+        del index
+    return found
 
 
 class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvidence):
