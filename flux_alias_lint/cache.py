@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import re
@@ -40,11 +39,26 @@ import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+try:
+    from _blake2 import blake2b  # what `hashlib.blake2b` is, without hashlib loading OpenSSL (~8 ms a start)
+except ImportError:  # another interpreter
+    from hashlib import blake2b
+
 from . import __version__
 from .finding import Finding
 from .index.files import project_roots, python_files
-from .index.project import ProjectIndex, collect_evidence
-from .index.reach import ESCAPES, IN_FUNCTION, IN_PLACE_CALLER, MEGATRON, UNREACHED, Evidence, Reach, Step, styled
+from .index.reach import (
+    ESCAPES,
+    IN_FUNCTION,
+    IN_PLACE_CALLER,
+    MEGATRON,
+    UNREACHED,
+    Evidence,
+    Reach,
+    Step,
+    merged,
+    styled,
+)
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
@@ -67,7 +81,7 @@ def stamp_of(st: os.stat_result) -> Stamp:
 
 
 def digest_of(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return blake2b(data, digest_size=16).hexdigest()
 
 
 _DIGEST_LENGTH = len(digest_of(b""))
@@ -80,14 +94,27 @@ def _build_fingerprint() -> str:
 
     The interpreter and libcst are in it too: which syntax a file may use depends on both.
     """
-    import importlib.metadata  # lazy: ~20 ms, and a run without the cache never needs it
-
     package = Path(__file__).parent
-    h = hashlib.blake2b(f"{__version__} {sys.version} {importlib.metadata.version('libcst')}".encode(), digest_size=16)
+    h = blake2b(f"{__version__} {sys.version} ".encode() + _libcst_version(), digest_size=16)
     for module in sorted(package.rglob("*.py")):  # the subpackages' too: the analysis lives in them
         h.update(module.relative_to(package).as_posix().encode())
         h.update(module.read_bytes())
     return h.hexdigest()
+
+
+def _libcst_version() -> bytes:
+    """The installed libcst's version: its `_version.py` as it is on disk (importing
+    `importlib.metadata` to ask costs 20-40 ms a start, a warm run's tenth)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("libcst")
+    try:
+        assert spec is not None and spec.origin is not None
+        return Path(spec.origin).with_name("_version.py").read_bytes()
+    except (AssertionError, OSError):
+        import importlib.metadata
+
+        return importlib.metadata.version("libcst").encode()
 
 
 @functools.cache
@@ -100,7 +127,7 @@ class Cache:
     def __init__(self, directory: Path, selection: Selection) -> None:
         self.directory = directory
         settings = json.dumps([_fingerprint(), *dataclasses.astuple(selection)])
-        self.file = directory / f"check-{hashlib.blake2b(settings.encode(), digest_size=8).hexdigest()}.json"
+        self.file = directory / f"check-{blake2b(settings.encode(), digest_size=8).hexdigest()}.json"
         self.selection = selection
         self.files: dict[str, list] = {}
         self.results: dict[str, list] = {}
@@ -216,7 +243,7 @@ def reach_key(reaches: Mapping[int, Reach] | None) -> str:
         [line, [[a.context, [dataclasses.astuple(s) for s in a.steps], a.whole_return] for a in (r, *r.also)]]
         for line, r in reaches.items()
     )
-    return ":" + hashlib.blake2b(json.dumps(rows).encode(), digest_size=8).hexdigest()
+    return ":" + blake2b(json.dumps(rows).encode(), digest_size=8).hexdigest()
 
 
 def _dependency(path: str) -> list[str] | None:
@@ -241,7 +268,7 @@ def _finding(path: str, row: list) -> Finding:
 
 
 def _header(body: bytes) -> bytes:
-    return b"flux-alias-lint-cache " + hashlib.blake2b(body, digest_size=16).hexdigest().encode()
+    return b"flux-alias-lint-cache " + blake2b(body, digest_size=16).hexdigest().encode()
 
 
 def _valid_file_entry(entry: object) -> bool:
@@ -295,6 +322,16 @@ def _write_markers(directory: Path) -> None:
             marker.write_text(text)
 
 
+def collect_evidence(
+    roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1
+) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
+    """`index.project.collect_evidence`: the index's modules are loaded only when what is cached
+    cannot answer."""
+    from .index import project
+
+    return project.collect_evidence(roots, files, jobs)
+
+
 def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1) -> dict[str, dict[int, Reach]]:
     """`ProjectIndex.for_paths(paths).reached_by_path()`, kept in `directory` file by file: each file
     the gate let through, with its evidence and the stamps of the files it was resolved against.
@@ -307,7 +344,7 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
     order = [path for root in roots for path in files[root]]
     if directory is None:
         evidence, _ = collect_evidence(roots, files, jobs)
-        return ProjectIndex.merged(evidence[path] for path in order if path in evidence).reached_by_path()
+        return merged(evidence[path] for path in order if path in evidence).reached_by_path()
     index_file = directory / "index.json"
     key = f"{_fingerprint()} {os.getcwd()} {roots}"
     stamps = {path: _trusted_stamp(path) for root in roots for path in files[root]}
@@ -335,7 +372,7 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
             gated[path] = (deps, evidence)
         with contextlib.suppress(OSError):
             _write(index_file, _index_rows(key, stamps, gated))
-    return ProjectIndex.merged(gated[path][1] for path in order if path in gated).reached_by_path()
+    return merged(gated[path][1] for path in order if path in gated).reached_by_path()
 
 
 def _stamp_now(known: dict[str, Stamp | None], path: str) -> Stamp | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import re
 import urllib.parse
@@ -79,6 +78,8 @@ def fingerprints(findings: Sequence[Finding]) -> Iterator[str]:
     the line number, so inserting code above a finding keeps it the same issue. Findings that
     agree on all of that are told apart by their order of occurrence.
     """
+    import hashlib  # loads OpenSSL (~8 ms): only a CI format asks
+
     lines = SourceLines()
     seen: collections.Counter[str] = collections.Counter()
     for f in findings:

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import glob
 import json
-import multiprocessing
 import os
 import signal
 import sys
@@ -33,7 +32,6 @@ from .finding import ERROR
 from .gitignore import GitIgnore
 from .index.callgraph import call_graph
 from .index.files import real_path
-from .index.project import ProjectIndex
 from .index.reach import ESCAPES, Reaches
 from .noqa import add_noqa
 from .output import FORMATTERS, format_fixes, format_statistics, summary
@@ -295,7 +293,8 @@ os.register_at_fork(after_in_child=_workers_ignore_interrupts)
 def _children() -> set[int]:
     """This process's children. multiprocessing's list misses a worker forked a moment ago (one the
     signal may have missed too), so Linux's own list is asked as well."""
-    pids = {worker.pid for worker in multiprocessing.active_children() if worker.pid}
+    multiprocessing = sys.modules.get("multiprocessing")  # not imported: no worker was started
+    pids = {w.pid for w in multiprocessing.active_children() if w.pid} if multiprocessing else set()
     for listing in glob.glob("/proc/self/task/*/children"):
         with contextlib.suppress(OSError), open(listing) as handle:
             pids.update(int(pid) for pid in handle.read().split())
@@ -616,6 +615,8 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
     from .harness.verify import print_verdicts, verify_file
 
     files, errors = (["-"], []) if args.paths == ["-"] else settings.files()
+    from .index.project import ProjectIndex
+
     reached = ProjectIndex.for_paths(files).reached_by_path()  # the findings `check` reports, with their context
     if files != ["-"]:  # `check` first, in parallel: only files with findings are probed
         groups: dict[Selection, list[str]] = {}

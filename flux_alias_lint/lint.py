@@ -29,7 +29,8 @@ from .positions import Span, node_spans
 from .rules import ANALYSIS_RULES, CAPTURE_CODE, RULES
 from .selection import DEFAULT_SELECTION, Selection
 from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
-from .triage import Reduced, reduce_source
+from .triage import reduce_source
+from .triage.reduce import Reduced
 
 
 @dataclasses.dataclass(frozen=True)

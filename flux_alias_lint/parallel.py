@@ -6,7 +6,6 @@ Results come back in the order of `paths` whatever `jobs` is, so output never de
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 import stat
 import sys
@@ -130,6 +129,8 @@ def _run(
     # Largest files first so that no worker is left with a big one at the end; reordered below.
     order = sorted(range(len(paths)), key=lambda i: -sizes[i])
     chunksize = max(1, min(16, len(paths) // (workers * 16)))
+    import multiprocessing  # only when workers are started: a warm run starts none
+
     # fork: workers start in milliseconds and inherit the imported modules (elsewhere: the default).
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
     if context.get_start_method() == "fork":
@@ -162,6 +163,7 @@ def _check_one(
         data, st = read_regular(path, limits.max_bytes)
     except SourceError as exc:
         return unchecked(exc, selection), None, None
-    with collections_paused(freeze_survivors=multiprocessing.parent_process() is not None):
+    in_worker = "multiprocessing" in sys.modules and sys.modules["multiprocessing"].parent_process() is not None
+    with collections_paused(freeze_survivors=in_worker):
         result = process_file(path, selection, mode, data, reaches, limits)
     return result, (stamp_of(st) if result.cacheable else None), digest_of(data)

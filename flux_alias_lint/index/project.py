@@ -23,7 +23,7 @@ from .gates import gates
 from .hosts import HostEvidence, hosted
 from .in_place import InPlaceEvidence
 from .modules import text_of
-from .reach import Evidence, Reach
+from .reach import Evidence
 from .schedule import ScheduleEvidence
 
 # Below this many files, forking workers for the index costs more than it saves.
@@ -78,15 +78,6 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
         self._current = None
 
     @classmethod
-    def merged(cls, evidence: Iterable[Evidence]) -> ProjectIndex:
-        """The index whose files showed `evidence` (in the order one run would collect them)."""
-        index = cls([])
-        for found in evidence:
-            for (path, line), reach in found:
-                index._merge((path, line), reach)
-        return index
-
-    @classmethod
     def for_paths(cls, paths: Iterable[str]) -> ProjectIndex:
         """The index of every project the files `paths` belong to."""
         return cls(project_roots(paths))
@@ -99,13 +90,6 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
         index._collect(path, text.encode("utf-8", "surrogatepass"))
         index._current = None
         return index
-
-    def reached_by_path(self) -> dict[str, dict[int, Reach]]:
-        """The reached functions of each file (by real path), by the line of their def or lambda."""
-        out: dict[str, dict[int, Reach]] = {}
-        for (path, line), reach in self.reached.items():
-            out.setdefault(path, {})[line] = reach
-        return out
 
     def _collect(self, path: str, data: bytes | None = None) -> None:
         if data is None:

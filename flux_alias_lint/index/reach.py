@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from .symbols import Symbols
 
@@ -82,6 +82,13 @@ class Found:
         self.evidence: dict[str, Evidence] = {}
         self._current: str | None = None  # the file whose evidence is being collected
 
+    def reached_by_path(self) -> dict[str, dict[int, Reach]]:
+        """The reached functions of each file (by real path), by the line of their def or lambda."""
+        out: dict[str, dict[int, Reach]] = {}
+        for (path, line), reach in self.reached.items():
+            out.setdefault(path, {})[line] = reach
+        return out
+
     @staticmethod
     def _step(module: Symbols, node: ast.AST, what: str) -> Step:
         return Step(shown(module.path), node.lineno, what)
@@ -105,6 +112,16 @@ class Found:
                 kinds.add((candidate.context, candidate.whole_return))
                 also.append(candidate)
         self.reached[key] = dataclasses.replace(first, also=tuple(also)) if also != list(first.also) else first
+
+
+def merged(evidence: Iterable[Evidence]) -> Found:
+    """What files whose evidence is `evidence` show together (in the order one run would collect
+    them): a warm run puts the cached evidence together without loading the index."""
+    found = Found()
+    for each in evidence:
+        for key, reach in each:
+            found._merge(key, reach)
+    return found
 
 
 def stronger(new: Reach, old: Reach) -> bool:

@@ -55,7 +55,10 @@ and a generated corpus, and pins the analysis' expression handlers.
 
 from __future__ import annotations
 
-from .reduce import Reduced, _reduce_source
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .reduce import Reduced
 
 # Triage on/off: tests switch it off to compare against the full analysis.
 ENABLED = True
@@ -73,6 +76,8 @@ def reduce_source(
         answer = _LAST[1]
         _LAST[:] = [None, None]  # the trees in it are not kept alive past the file
         return answer
+    from .reduce import _reduce_source  # loaded once a file is triaged: a warm run triages none
+
     answer = _reduce_source(text, reached, path, captures)
     _LAST[:] = [key, answer]
     return answer
