@@ -395,9 +395,9 @@ class _Settings:
     def excluded(self, path: Path) -> bool:
         return self._excluder(path)(path)
 
-    def excluded_in(self, directory: Path, name: str) -> bool:
-        """`excluded(directory / name)`, for the entries of a walk."""
-        return self._excluder(os.path.join(directory, name)).excluded_in(directory, name)
+    def excluded_in(self, directory: Path, name: str, entry: os.DirEntry[str] | None = None) -> bool:
+        """`excluded(directory / name)`, for the entries of a walk (`entry`: see `Excluder.excluded_in`)."""
+        return self._excluder(os.path.join(directory, name)).excluded_in(directory, name, entry)
 
     def _excluder(self, path: Path | str) -> Excluder:
         config = self.config(path)

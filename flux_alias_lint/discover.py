@@ -51,9 +51,10 @@ class Excluder:
             return bool(self.patterns) and self._matches(path.name, path)
         return self.excluded_in(path.parent, path.name)
 
-    def excluded_in(self, directory: Path, name: str) -> bool:
+    def excluded_in(self, directory: Path, name: str, entry: os.DirEntry[str] | None = None) -> bool:
         """Whether `directory / name` is excluded, with the directory's path relative to the root
-        worked out once for all its entries (a symlink is resolved on its own).
+        worked out once for all its entries (a symlink is resolved on its own). `entry`: the walk's,
+        which knows whether it is a symlink or a directory without asking the system again.
 
         No prefix test: the walk prunes excluded directories, and a directory named on the command
         line is walked even if a pattern would exclude it (see `discover`)."""
@@ -61,12 +62,15 @@ class Excluder:
             return False
         if self._match(name):
             return True
-        if os.path.islink(os.path.join(directory, name)):
+        if entry.is_symlink() if entry is not None else os.path.islink(os.path.join(directory, name)):
             return self._matches(name, directory / name)
         prefix = self._prefixes.get(directory)
         if prefix is None:
             relative = self._relative(directory)
             prefix = self._prefixes[directory] = "" if relative == "." else relative.rstrip("/") + "/"
+        if entry is not None and entry.is_dir():
+            # Not a symlink: resolved, it is its directory's resolved path and its name.
+            self._prefixes.setdefault(directory / name, prefix + name + "/")
         return bool(self._match(prefix + name))
 
     def _matches(self, name: str, path: Path) -> bool:
@@ -89,16 +93,16 @@ def discover(
     excluded: Callable[[Path], bool],
     force_exclude: bool = False,
     gitignore: GitIgnore | None = None,
-    excluded_in: Callable[[Path, str], bool] | None = None,
+    excluded_in: Callable[[Path, str, os.DirEntry[str]], bool] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(files in a stable order, one-line errors for paths that do not exist).
 
     With `gitignore`, what git ignores is skipped inside directories; a path named explicitly is
     only dropped for that with `force_exclude`, as for the exclude patterns. `excluded_in(directory,
-    name)`: `excluded(directory / name)`, cheaper for the thousands of entries of a walk.
+    name, entry)`: `excluded(directory / name)`, cheaper for the thousands of entries of a walk.
     """
     if excluded_in is None:
-        excluded_in = lambda directory, name: excluded(directory / name)  # noqa: E731
+        excluded_in = lambda directory, name, entry: excluded(directory / name)  # noqa: E731
     files: list[str] = []
     errors: list[str] = []
     for raw in paths:
@@ -123,18 +127,38 @@ def discover(
     return unique, errors
 
 
-def _walk(top: Path, excluded_in: Callable[[Path, str], bool], gitignore: GitIgnore | None) -> list[str]:
-    def skip(base: Path, name: str, is_dir: bool) -> bool:
-        return excluded_in(base, name) or (gitignore is not None and gitignore.ignored_in(base, name, is_dir))
-
+def _walk(
+    top: Path, excluded_in: Callable[[Path, str, os.DirEntry[str]], bool], gitignore: GitIgnore | None
+) -> list[str]:
+    """The `.py` files under `top` in `os.walk`'s order (top-down, names sorted), symlinked
+    directories listed but not entered; each directory read once with `os.scandir`, whose entries
+    say what they are without asking the system again."""
     found: list[str] = []
-    # followlinks=False: a symlink loop cannot make the walk go round forever.
-    for directory, dirnames, filenames in os.walk(top):
+    stack = [str(top)]
+    while stack:
+        directory = stack.pop()
         base = Path(directory)
-        # Pruning an ignored directory is also what keeps a `!` below it from re-including files.
-        dirnames[:] = sorted(d for d in dirnames if not skip(base, d, True))
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            continue  # as `os.walk`: an unreadable directory is skipped
         spelled = "" if str(base) == "." else str(base) + os.sep  # as `str(base / filename)` spells it
-        for filename in sorted(filenames):
-            if filename.endswith(".py") and not skip(base, filename, False):
-                found.append(spelled + filename)
+        entered = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if not is_dir and not entry.name.endswith(".py"):
+                continue
+            if excluded_in(base, entry.name, entry) or (
+                gitignore is not None and gitignore.ignored_in(base, entry.name, is_dir)
+            ):
+                continue  # pruning an ignored directory also keeps a `!` below it from re-including files
+            if not is_dir:
+                found.append(spelled + entry.name)
+            elif not entry.is_symlink():  # followlinks=False: a symlink loop cannot make the walk go round forever
+                entered.append(entry.path)
+        stack.extend(reversed(entered))
     return found

@@ -249,3 +249,31 @@ def test_the_index_phase_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
     with phase("Indexing the project", stream):
         assert stream.getvalue() == "\rIndexing the project"
     assert stream.getvalue() == "\rIndexing the project\r\x1b[2K"
+
+
+def test_the_walk_lists_what_os_walk_would_and_resolves_a_symlink_on_its_own(tmp_path: Path) -> None:
+    """The walk reads each directory once (`os.scandir`); a directory's path relative to the root is
+    its parent's and its name unless it is a symlink: the listing and the excludes are those of an
+    `os.walk` asking the excluder about every entry's own path."""
+    from flux_alias_lint.discover import Excluder, discover
+
+    for name in ("a.py", "pkg/b.py", "pkg/sub/c.py", "pkg/sub/generated/d.py", "z/y.py", "z/notes.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    (tmp_path / "pkg" / "link").symlink_to(tmp_path / "pkg" / "sub")  # listed, not entered
+    (tmp_path / "pkg" / "alias.py").symlink_to(tmp_path / "pkg" / "sub" / "c.py")
+    (tmp_path / "pkg" / "broken.py").symlink_to(tmp_path / "missing.py")
+    excluder = Excluder(("pkg/sub/generated", "pkg/sub/c.py"), tmp_path)
+    reference = []
+    for directory, dirnames, filenames in os.walk(tmp_path):
+        dirnames[:] = sorted(d for d in dirnames if not excluder(Path(directory) / d))
+        reference += [
+            os.path.join(directory, f)
+            for f in sorted(filenames)
+            if f.endswith(".py") and not excluder(Path(directory) / f)
+        ]
+    walked, errors = discover([str(tmp_path)], excluder, excluded_in=Excluder(excluder.patterns, tmp_path).excluded_in)
+    assert errors == []
+    assert walked == reference == discover([str(tmp_path)], excluder)[0]
+    names = [Path(f).relative_to(tmp_path).as_posix() for f in walked]
+    assert names == ["a.py", "pkg/b.py", "pkg/broken.py", "z/y.py"]  # alias.py is c.py, excluded once resolved
