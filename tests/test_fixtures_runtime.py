@@ -367,6 +367,7 @@ COMPOSER_SHAPES = {
     "FAL005/neg_composer_total_other_key": ("ce", hosts.COMPOSER_TOTAL),
     "FAL005/neg_composer_no_total": ("ce", hosts.COMPOSER_TOTAL),
     "FAL005/neg_composer_bare_after_0_9": ("", hosts.COMPOSER),
+    "FAL005/neg_composer_own_checkout": ("", hosts.COMPOSER),
 }
 
 

@@ -359,6 +359,25 @@ def test_nothing_declared_falls_back_to_the_installed_release(
     assert release.rescales and release.said.endswith("transformers is not pinned in the project")
 
 
+def test_a_checkout_of_the_host_itself_is_its_own_release(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # transformers' own repository declares no dependency on transformers: its `__version__` is the release.
+    monkeypatch.setattr(releases, "installed", lambda distribution: "4.57.1")  # what the linter runs beside: not it
+    path = _project(tmp_path, {"src/transformers/__init__.py": '__version__ = "4.46.0"\n', "setup.py": ""})
+    release = host_release(path, TRAINING_STEP)
+    assert release.rescales and release.said.endswith(
+        "pinned in src/transformers/__init__.py (transformers 4.46.0, this checkout's own release)"
+    )
+    assert str(tmp_path / "src" / "transformers" / "__init__.py") in release.files  # a change there re-checks
+    (tmp_path / "src" / "transformers" / "__init__.py").write_text('__version__: str = "4.57.0.dev0"\n')
+    releases._own_release.cache_clear()
+    assert not host_release(path, TRAINING_STEP).rescales
+    (tmp_path / "requirements.txt").write_text("transformers==4.46.1\n", encoding="utf-8")  # a pin still wins
+    releases._declared_in.cache_clear()
+    assert host_release(path, TRAINING_STEP).said.endswith("pinned in requirements.txt (transformers==4.46.1)")
+
+
 def test_megatron_before_0_7_is_out_of_place(tmp_path: pathlib.Path) -> None:
     path = _project(tmp_path, {"requirements.txt": "megatron_core<0.7\n"})
     reach = Reach("megatron", (Step(path, 1, "x"),))

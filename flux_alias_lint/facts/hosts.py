@@ -56,6 +56,8 @@ class Host:
     entry: str | None = None
     # Other names the same releases are published under on PyPI (`composer` is `mosaicml` from 0.13.2).
     aliases: tuple[str, ...] = ()
+    # The import package a checkout of the host's own repository is: its `__version__` is the release there.
+    package: str | None = None
 
     @property
     def distributions(self) -> tuple[str, ...]:
@@ -100,6 +102,7 @@ TRAINING_STEP = Host(
     "`Trainer.training_step` multiplies whatever `compute_loss` returned in place, before any `log()` or callback; "
     "an alias a `compute_loss` override keeps reads × gradient_accumulation_steps.",
     or_first_of_pair=True,
+    package="transformers",
 )
 COMPUTE_LOSS = Host(
     "transformers-compute-loss",
@@ -124,6 +127,7 @@ COMPUTE_LOSS = Host(
         off_stops_it=True,
     ),
     then="transformers-training-step",
+    package="transformers",
 )
 ACCELERATE_BACKWARD = Host(
     "accelerate-backward",
@@ -139,6 +143,7 @@ ACCELERATE_BACKWARD = Host(
     "FAL005/host_accelerate_backward",
     "`Accelerator.backward` divides the loss it is given in place before backpropagating it; 0.13.0 divides out "
     "of place.",
+    package="accelerate",
 )
 COMPOSER = Host(
     "composer",
@@ -156,6 +161,7 @@ COMPOSER = Host(
     "emulated: no public case found); 0.9 sums them into a new tensor first; 0.10 and later only a dict loss's "
     "'total' (`composer-total`).",
     aliases=("composer",),
+    package="composer",
 )
 COMPOSER_TOTAL = Host(
     "composer-total",
@@ -181,6 +187,7 @@ COMPOSER_TOTAL = Host(
     "copy) nor under DeepSpeed (0.10–0.27.0; gone in 0.28.0); 0.2–0.8.2 multiply every value of a dict, 'total' too.",
     entry="total",
     aliases=("composer",),
+    package="composer",
 )
 
 HOSTS: tuple[Host, ...] = (MEGATRON, TRAINING_STEP, COMPUTE_LOSS, ACCELERATE_BACKWARD, COMPOSER, COMPOSER_TOTAL)

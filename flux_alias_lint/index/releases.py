@@ -372,9 +372,40 @@ def installed(distribution: str) -> str | None:
         return None
 
 
-def declarations(path: str, *distributions: str) -> tuple[Declared | None, tuple[str, ...]]:
+# `__version__ = "4.57.0.dev0"` (annotated or not), as a package states its own release.
+_OWN_VERSION = re.compile(rb"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"\n]+)['"]""", re.M)
+
+
+@functools.cache
+def _own_release(directory: str, package: str) -> tuple[Declared | None, str | None]:
+    """The release of `package` a directory is when it is a checkout of that package's own repository
+    (`directory/package/` or `directory/src/package/`): the `__version__` its `_version.py`, `version.py`
+    or `__init__.py` states. And the file read."""
+    for base in (directory, os.path.join(directory, "src")):
+        folder = os.path.join(base, *package.split("."))
+        for name in ("_version.py", "version.py", "__init__.py"):
+            file = os.path.join(folder, name)
+            try:
+                with open(file, "rb") as handle:
+                    match = _OWN_VERSION.search(handle.read(64 * 1024))
+            except OSError:
+                continue
+            if match is None:
+                continue
+            version = match[1].decode("utf-8", "replace")
+            try:
+                versions = allowed(f"=={version}")
+            except ValueError:
+                return None, file
+            text = f"{package} {version}, this checkout's own release"
+            return Declared((Declaration(os.path.relpath(file, directory), text, versions),), versions), file
+    return None, None
+
+
+def declarations(path: str, *distributions: str, package: str | None = None) -> tuple[Declared | None, tuple[str, ...]]:
     """What the nearest directory at or above `path` (up to its project's root) declaring one of `distributions`
-    (the names one project is published under: `mosaicml`, `composer`) declares of it; else the release of the
+    (the names one project is published under: `mosaicml`, `composer`) declares of it, or that is a checkout of
+    the host's own repository (holds its import `package`) and states its release; else the release of the
     first installed; else None. And the files read."""
     root = project_root(path)
     directory = os.path.dirname(os.path.realpath(path))
@@ -388,6 +419,10 @@ def declarations(path: str, *distributions: str) -> tuple[Declared | None, tuple
             return Declared(
                 tuple(d for one in declared for d in one.lines), tuple(i for one in declared for i in one.versions)
             ), tuple(read)
+        own, file = _own_release(directory, package) if package is not None else (None, None)
+        read += [file] if file else []
+        if own is not None:
+            return own, tuple(read)
         if directory == root or os.path.dirname(directory) == directory or not directory.startswith(root):
             break
         directory = os.path.dirname(directory)
@@ -406,7 +441,9 @@ def declarations(path: str, *distributions: str) -> tuple[Declared | None, tuple
 def host_release(path: str, host: Host) -> Release:
     """Whether `host` rescales a loss returned by a function of the file `path` in place, in the
     releases its project may run, and the clause saying which release and where it is pinned."""
-    found, files = declarations(path, *host.distributions) if path not in ("-", "<string>") else (None, ())
+    found, files = (
+        declarations(path, *host.distributions, package=host.package) if path not in ("-", "<string>") else (None, ())
+    )
     releases, shown = any_of(host.releases), host.shown
     set_at = ""
     if host.setting is not None and (host.setting.releases_if_on is not None or host.setting.off_stops_it):
