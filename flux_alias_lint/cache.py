@@ -355,10 +355,14 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
     if old is not None and set(old[0]) == set(stamps):
         old_stamps, old_gated = old
         redo = {p for p in order if stamps[p] is None or stamps[p] != old_stamps[p]}
+        changed = frozenset(redo)
         redo |= {
             g
-            for g, (deps, _) in old_gated.items()
-            if g not in redo and any(s is None or _stamp_now(current, d) != s for d, s in deps.items())
+            for g, ((same, other), _) in old_gated.items()
+            if g not in redo
+            and (
+                not changed.isdisjoint(same) or any(s is None or _stamp_now(current, d) != s for d, s in other.items())
+            )
         }
         gated = {g: record for g, record in old_gated.items() if g not in redo}
     else:
@@ -369,7 +373,8 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
         )
         for path, evidence in found.items():
             deps = {d: _stamp_now(current, d) for d in sorted(depends_on[path])}
-            gated[path] = (deps, evidence)
+            same = frozenset(d for d, s in deps.items() if s is not None and s == stamps.get(d))
+            gated[path] = ((same, {d: s for d, s in deps.items() if d not in same}), evidence)
         with contextlib.suppress(OSError):
             _write(index_file, _index_rows(key, stamps, gated))
     return merged(gated[path][1] for path in order if path in gated).reached_by_path()
@@ -391,29 +396,29 @@ def _trusted_stamp(path: str) -> Stamp | None:
     return None if time.time_ns() - stamp[0] < _RACY_NS else stamp
 
 
-Gated = dict[str, tuple[dict[str, Stamp | None], Evidence]]
+# The files a gated file's evidence was resolved against: those of the project whose stamp was the one the
+# project's stamps hold then (nearly all: a file whose evidence searched the project depends on each of its
+# files), stale once one of them changed, and the others with the stamp each had.
+Dependencies = tuple[frozenset[str], dict[str, Stamp | None]]
+Gated = dict[str, tuple[Dependencies, Evidence]]
 
 
 def _index_rows(key: str, stamps: dict[str, Stamp | None], gated: Gated) -> dict[str, object]:
-    """What `_load_index` reads. A dependency whose stamp is the one `stamps` holds (nearly all: a file
-    whose evidence searched the project depends on each of its files) is written as its position in
-    `stamps`, the others as [path, stamp]: the file stays small to read on every run."""
+    """What `_load_index` reads. A dependency whose stamp is the one `stamps` holds is written as its
+    position in `stamps`, the others as [path, stamp]: the file stays small to read on every run."""
     position = {path: at for at, path in enumerate(stamps)}
     return {
         "key": key,
         "stamps": stamps,
         "gated": {
             path: [
-                [
-                    [position[d] for d, s in deps.items() if s is not None and s == stamps.get(d)],
-                    [[d, s] for d, s in deps.items() if s is None or s != stamps.get(d)],
-                ],
+                [sorted(position[d] for d in same), [[d, s] for d, s in other.items()]],
                 [
                     [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed, r.whole_return]
                     for (p, line), r in evidence
                 ],
             ]
-            for path, (deps, evidence) in gated.items()
+            for path, ((same, other), evidence) in gated.items()
         },
     }
 
@@ -465,9 +470,8 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
                 evidence.append(((target, line), Reach(context, parsed, guessed, whole_return)))
             if not all(type(at) is int and 0 <= at < len(paths) for at in same):
                 return None
-            deps = {paths[at]: stamps[paths[at]] for at in same}
-            deps.update((dep, _stamp(stamp)) for dep, stamp in other if isinstance(dep, str))
-            gated[path] = (deps, evidence)
+            others = {dep: _stamp(stamp) for dep, stamp in other if isinstance(dep, str)}
+            gated[path] = ((frozenset(paths[at] for at in same), others), evidence)
         return stamps, gated
     except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None  # missing, unreadable or not ours: rebuilt
