@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,17 +53,28 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def measure(command: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS of the process tree in bytes, stdout)."""
+    """(wall seconds, peak RSS of the process tree in bytes, stdout). The wall time ends when the
+    process does (it is waited for; a thread samples the memory meanwhile), not at the next sample."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, env=env)
         peak = 0
         sampling = os.path.exists(f"/proc/{process.pid}/task/{process.pid}/children")
-        while process.poll() is None:
-            if sampling:
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.wait(0.02):
                 peak = max(peak, _tree_rss(process.pid))
-            time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample) if sampling else None
+        if sampler is not None:
+            sampler.start()
+        process.wait()
         elapsed = time.perf_counter() - started
+        done.set()
+        if sampler is not None:
+            sampler.join()
         out.seek(0)
         stdout = out.read().decode("utf-8", "replace")
     if not sampling:
