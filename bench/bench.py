@@ -8,7 +8,9 @@ Runs alternate between the tools so that load on the machine hits both alike; th
 medians. Peak memory is the largest sum of RSS over the process tree (workers included), sampled
 from /proc every 20 ms; elsewhere it falls back to the largest single process.
 
-`--diff` is timed warm too: with nothing to fix it must cost what a warm `check` does.
+`--diff` is timed warm too, on the tree as it is (a file with a fixable finding is fixed again each
+run), and warm `check`, `--diff` and `--fix` alternate on a copy whose fixable findings a first `--fix`
+fixed: with nothing to fix, fixing must cost what checking does.
 With a tree, a pre-commit-style run is timed too: in a copy of the tree whose results and project
 index are cached, `--changed` files (default 5, spread over the tree) are edited, then checked alone.
 """
@@ -114,6 +116,7 @@ def compare(tree: Path, runs: int, jobs: int | None, changed: int = 0) -> dict[s
             wall, peak, _ = measure(_ours(tree, "--cache-dir", str(cache), "--diff", *job_args), env)
             rows["warm diff"].append((wall, peak))  # its output is the (empty or not) diff
         assert len(findings) == 1, "findings differ between runs or between cold and warm"
+        rows.update(_nothing_to_fix(tree, runs, env, job_args))
         if changed:
             rows["pre-commit"] = _pre_commit(tree, changed, runs, env)
     finally:
@@ -125,16 +128,44 @@ def compare(tree: Path, runs: int, jobs: int | None, changed: int = 0) -> dict[s
     return {"files": files, "lines": lines, "findings": findings.pop().count("\n"), "wall": medians, "peak": peaks}
 
 
+def _copy(tree: Path, scratch: str) -> Path:
+    """A copy of `tree` in `scratch`, its own git root, its files older than the cache's racy window."""
+    copy = Path(scratch) / "tree"
+    shutil.copytree(tree, copy, ignore=shutil.ignore_patterns(".git", ".flux-alias-lint-cache"))
+    (copy / ".git").mkdir()  # the project root, as in a checkout
+    past = time.time() - 3600
+    for path in copy.rglob("*.py"):
+        os.utime(path, (past, past))
+    return copy
+
+
+def _nothing_to_fix(
+    tree: Path, runs: int, env: dict[str, str], job_args: Sequence[str]
+) -> dict[str, list[tuple[float, int]]]:
+    """Warm `check`, `--diff` and `--fix`, alternated, on a copy of `tree` whose fixable findings a
+    first `--fix` fixed: with nothing to fix, fixing must cost what checking does."""
+    rows: dict[str, list[tuple[float, int]]] = {"fixed check": [], "fixed diff": [], "fixed fix": []}
+    with tempfile.TemporaryDirectory(prefix="flux-bench-fixed-") as scratch:
+        copy = _copy(tree, scratch)
+        cache = ("--cache-dir", str(Path(scratch) / "cache"), *job_args)
+        measure(_ours(copy, "--fix", *cache), env)
+        past = time.time() - 3600
+        for path in copy.rglob("*.py"):  # what the fix rewrote, out of the racy window too
+            os.utime(path, (past, past))
+        for _ in range(2):  # the cache learns every file, then records their stamps
+            measure(_ours(copy, *cache), env)
+        for _ in range(runs):
+            for name, extra in (("fixed check", ()), ("fixed diff", ("--diff",)), ("fixed fix", ("--fix",))):
+                wall, peak, _ = measure(_ours(copy, *extra, *cache), env)
+                rows[name].append((wall, peak))
+    return rows
+
+
 def _pre_commit(tree: Path, changed: int, runs: int, env: dict[str, str]) -> list[tuple[float, int]]:
     """`check` on `changed` just-edited files of a copy of `tree` (its own git root), whose results
     and project index a whole-tree run cached."""
     with tempfile.TemporaryDirectory(prefix="flux-bench-pre-commit-") as scratch:
-        copy = Path(scratch) / "tree"
-        shutil.copytree(tree, copy, ignore=shutil.ignore_patterns(".git", ".flux-alias-lint-cache"))
-        (copy / ".git").mkdir()  # the project root, as in a checkout
-        past = time.time() - 3600
-        for path in copy.rglob("*.py"):
-            os.utime(path, (past, past))
+        copy = _copy(tree, scratch)
         run = [sys.executable, "-m", "flux_alias_lint", "check", "--exit-zero", "--quiet"]
         quiet = {"cwd": copy, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         subprocess.run([*run, "."], check=False, **quiet)  # the results and the index, as the last commit left them
@@ -157,6 +188,9 @@ _LABELS = {
     "cold": "flux-alias-lint --no-cache",
     "warm": "flux-alias-lint, warm cache",
     "warm diff": "flux-alias-lint --diff, warm cache",
+    "fixed check": "flux-alias-lint, warm cache, nothing to fix (a fixed copy)",
+    "fixed diff": "flux-alias-lint --diff, the same",
+    "fixed fix": "flux-alias-lint --fix, the same",
     "pre-commit": "flux-alias-lint, {changed} edited files (index cached)",
 }
 
