@@ -45,13 +45,13 @@ except ImportError:  # another interpreter
     from hashlib import blake2b
 
 from . import __version__
+from .facts.hosts import BY_NAME
 from .finding import Finding
 from .index.files import project_roots, python_files
 from .index.reach import (
     ESCAPES,
     IN_FUNCTION,
     IN_PLACE_CALLER,
-    MEGATRON,
     UNREACHED,
     Evidence,
     Reach,
@@ -70,7 +70,10 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(Finding) if f.name != "path")
 _TYPES = typing.get_type_hints(Finding)
 _POSITIONS = {"line", "column", "end_line", "end_column"}
 # "": a FAL000 finding (nothing was checked).
-_CONTEXTS = {MEGATRON, IN_PLACE_CALLER, IN_FUNCTION, UNREACHED, ESCAPES, ""}
+# The contexts a reach may have (every host's, `facts/hosts.py`, and a project's own in-place caller),
+# and a finding (those, and the analysis' own).
+_REACH_CONTEXTS = {*BY_NAME, IN_PLACE_CALLER}
+_CONTEXTS = {*_REACH_CONTEXTS, IN_FUNCTION, UNREACHED, ESCAPES, ""}
 _MAX_CACHE_BYTES = 1024 * 1024 * 1024
 
 Stamp = tuple[int, int, int, int]
@@ -462,7 +465,7 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
                     and type(guessed) is bool
                     and type(whole_return) is bool
                 )
-                if not (valid and context in (MEGATRON, IN_PLACE_CALLER)):
+                if not (valid and context in _REACH_CONTEXTS):
                     return None
                 parsed = tuple(Step(*step) for step in steps)
                 if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):

@@ -74,17 +74,40 @@ def test_jobs_1_and_n_agree(corpus: Path, capsys: pytest.CaptureFixture[str], mo
     assert _run(capsys, str(corpus), "--no-cache") == one
 
 
-def test_warm_run_does_not_import_libcst(corpus: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "flux_alias_lint", "check", str(corpus), "--cache-dir", str(tmp_path)]
+# What a cold run needs and a warm one, answered by the caches, must not load: libcst (~0.2 s), the
+# index's and the triage's modules, the workers' machinery, importlib.metadata (20-40 ms).
+_NOT_WARM = ("libcst", "flux_alias_lint.index.project", "flux_alias_lint.triage.reduce", "multiprocessing")
+
+
+def _cold_then_warm(tree: Path, cache: Path) -> tuple[list[str], list[str]]:
+    """Which of `_NOT_WARM` (and importlib.metadata) a cold run, then a warm one, loaded; both report alike."""
+    command = [sys.executable, "-m", "flux_alias_lint", "check", str(tree), "--cache-dir", str(cache)]
     script = (
         "import sys\nfrom flux_alias_lint.cli import main\n"
-        f"code = main({command[3:]!r})\nprint('libcst' in sys.modules, file=sys.stderr)\n"
+        f"code = main({command[3:]!r})\n"
+        f"print([m for m in {(*_NOT_WARM, 'importlib.metadata')!r} if m in sys.modules], file=sys.stderr)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cold = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env)
     warm = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env)
     assert cold.stdout == warm.stdout and cold.stdout
-    assert cold.stderr.splitlines()[-1] == "True" and warm.stderr.splitlines()[-1] == "False"
+    return ast.literal_eval(cold.stderr.splitlines()[-1]), ast.literal_eval(warm.stderr.splitlines()[-1])
+
+
+def test_a_warm_run_loads_none_of_what_only_checking_needs(corpus: Path, tmp_path: Path) -> None:
+    cold, warm = _cold_then_warm(corpus, tmp_path)
+    assert set(_NOT_WARM) <= set(cold) and warm == []
+
+
+def test_a_host_finding_is_answered_by_the_caches_too(tmp_path: Path) -> None:
+    # A reach or a finding in a host's context (here transformers' Trainer) was not a valid cache entry: the
+    # project was indexed again and the file checked again on every run.
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "fixtures" / "FAL005" / "host_transformers_training_step", project)
+    (project / ".git").mkdir()
+    _age(project)
+    cold, warm = _cold_then_warm(project, tmp_path / "cache")
+    assert set(_NOT_WARM) <= set(cold) and warm == []
 
 
 def _stale_mtime(path: Path) -> None:
