@@ -6,6 +6,7 @@ Results come back in the order of `paths` whatever `jobs` is, so output never de
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import stat
 import sys
@@ -124,7 +125,10 @@ def _run(
     task = functools.partial(_check_one, selection=selection, mode=mode, reached=reached, limits=limits)
     workers = min(jobs, len(paths))
     if workers <= 1 or sum(sizes) < _IN_PROCESS_BYTES:
-        yield from map(task, paths)
+        try:
+            yield from map(task, paths)
+        finally:
+            gc.unfreeze()  # what `_check_one` set aside is the collector's again once the files are done
         return
     # Largest files first so that no worker is left with a big one at the end; reordered below.
     order = sorted(range(len(paths)), key=lambda i: -sizes[i])
@@ -157,13 +161,13 @@ def _check_one(
     path: str, selection: Selection, mode: Mode, reached: Mapping[str, Reaches] | None, limits: Limits
 ) -> Checked:
     """Read once, a regular file only (the stat is taken as it is opened: a change after it only
-    makes the stamp stale, never wrong)."""
+    makes the stamp stale, never wrong). What survives the file is set aside from the collector: for
+    good in a worker, until `_run` is done in this process."""
     reaches = reached.get(real_path(path), {}) if reached is not None else None
     try:
         data, st = read_regular(path, limits.max_bytes)
     except SourceError as exc:
         return unchecked(exc, selection), None, None
-    in_worker = "multiprocessing" in sys.modules and sys.modules["multiprocessing"].parent_process() is not None
-    with collections_paused(freeze_survivors=in_worker):
+    with collections_paused(freeze_survivors=True):
         result = process_file(path, selection, mode, data, reaches, limits)
     return result, (stamp_of(st) if result.cacheable else None), digest_of(data)

@@ -280,9 +280,10 @@ def collections_paused(freeze_survivors: bool = False) -> Iterator[None]:
     collector would walk the live, growing trees again and again (a third of a cold run). Between
     files it runs as usual, over what survived.
 
-    `freeze_survivors` (a worker process, which ends with the run): what survived the file (the
-    helpers and summaries kept for the next files) is looked at for cycles once, then set aside
-    for good: the collector would otherwise walk the growing caches again at every full collection."""
+    `freeze_survivors`: what survived the file (the helpers and summaries kept for the next files) is
+    looked at for cycles once, then set aside (`gc.freeze`) until the caller gives it back (a worker
+    process never does: it ends with the run): the collector would otherwise walk the growing caches,
+    and in one process the whole project index, again at every full collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
