@@ -91,7 +91,7 @@ def _collect(
     return found, tuple(sorted({*context.library.files(), *context.escape_files(), *context.release_files}))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _Context:
     """What the analysis of one file knows beyond the file's units: who calls its functions, and where
     the functions they call are defined."""
@@ -101,7 +101,7 @@ class _Context:
     source: SourceFile
     alone: bool  # no project around the file: its own text is all there is
     release_files: set[str] = dataclasses.field(default_factory=set)  # read for the hosts' releases
-    tree: list[ast.Module] = dataclasses.field(default_factory=list)  # the file's `ast` tree, once the triage has it
+    tree: ast.Module | None = None  # the file's `ast` tree, once the triage has it
 
     def released(self, reach: Reach, returned: int) -> Reach | None:
         """`reach` as the project's declared releases and settings have it (`index/releases.py`)."""
@@ -113,14 +113,14 @@ class _Context:
     def not_loss_functions(self) -> frozenset[int]:
         """The def lines of the file's functions that are shaped like loss functions but are not
         (`index/roles.py`): asked only when an unreached finding is about to be reported."""
-        return not_loss_functions(self.source.text, self.source.path, *self.tree)
+        return not_loss_functions(self.source.text, self.source.path, self.tree)
 
     @functools.cached_property
     def _escapes(self) -> Escapes:
         """Where the file's functions go in the project (`index/escapes.py`): made only when an
         unreached finding is about to be reported."""
         path = self.source.path if self.alone else os.path.realpath(self.source.path)
-        return Escapes([] if self.alone else project_roots([path]), path, self.source.text, *self.tree)
+        return Escapes([] if self.alone else project_roots([path]), path, self.source.text, self.tree)
 
     def escape(self, line: int) -> Reach:
         """The reach of the unreached function at `line`: `escapes` with its steps, or `unreached`."""
@@ -216,7 +216,7 @@ def _analyze_parsed(
             raise _PieceRejected(parse(source)) from None
     if piece is not None:
         context.library.offer_tree(piece.tree)
-        context.tree[:] = [piece.tree]
+        context.tree = piece.tree
     lines = piece.lines if piece else None
     known: dict[cst.CSTNode, Span] = {}
 
