@@ -108,9 +108,8 @@ class FollowedEvidence(Resolver):
             return
         name = function.name
         word = name.encode()
-        others = (
-            p for p in self._mentioning(owner.path, name) if p != owner.path and _marked(self._mentioned_text(p), word)
-        )
+        # `_mentioning` read every text it gives.
+        others = (p for p in self._mentioning(owner.path, name) if p != owner.path and _marked(self._texts[p], word))
         for module in [owner, *map(self._module, others)]:
             if module is None:
                 continue

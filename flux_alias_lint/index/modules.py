@@ -26,8 +26,7 @@ class Modules(Found):
         self._parsed: dict[str, Symbols | None] = {}
         self._project_files: dict[str, list[str]] = {}  # every file of a root, for `_callers` (files may be a part)
         self._mentions: dict[tuple[str, str], list[str]] = {}  # `_mentioning`
-        self._texts: dict[str, list[bytes]] = {}  # every file's text, by root, in `_project_files` order
-        self._text_of: dict[str, bytes] = {}  # the same texts, by file
+        self._texts: dict[str, bytes] = {}  # every file's text, by path, once `_mentioning` read its root
 
     def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
         if self._current is not None and path != self._current:
@@ -55,20 +54,16 @@ class Modules(Found):
             return []
         if root not in self._project_files:
             self._project_files[root] = list(python_files(root))
-            self._texts[root] = [text_of(f) for f in self._project_files[root]]  # read once, searched for each word
-            self._text_of.update(zip(self._project_files[root], self._texts[root], strict=True))
+            self._texts.update((f, text_of(f)) for f in self._project_files[root])  # read once, searched for each word
         files = self._project_files[root]
         if self._current is not None:
             self.depends_on[self._current].update(f for f in files if f != self._current)
         key = (root, word)
         if key not in self._mentions:
             needle = word.encode()
-            self._mentions[key] = [f for f, text in zip(files, self._texts[root], strict=True) if needle in text]
+            texts = self._texts
+            self._mentions[key] = [f for f in files if needle in texts[f]]
         return self._mentions[key]
-
-    def _mentioned_text(self, path: str) -> bytes:
-        """The text of a file `_mentioning` gave, as it read it."""
-        return self._text_of[path]
 
 
 def text_of(path: str) -> bytes:
