@@ -613,10 +613,9 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
     """Verify every file; an exception escaping the harness on one file is noted in ``internal`` (that file's
     findings are left out) and the others still run."""
     from .harness.verify import print_verdicts, verify_file
-
-    files, errors = (["-"], []) if args.paths == ["-"] else settings.files()
     from .index.project import ProjectIndex
 
+    files, errors = (["-"], []) if args.paths == ["-"] else settings.files()
     reached = ProjectIndex.for_paths(files).reached_by_path()  # the findings `check` reports, with their context
     if files != ["-"]:  # `check` first, in parallel: only files with findings are probed
         groups: dict[Selection, list[str]] = {}
