@@ -32,7 +32,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 import types
 import typing
@@ -134,6 +133,8 @@ class Cache:
         self.selection = selection
         self.files: dict[str, list] = {}
         self.results: dict[str, list] = {}
+        # A dependency's [path, digest], read once a run for every cached result naming it.
+        self._dependencies: dict[str, list[str] | None] = {}
         self._dirty = False
         try:
             header, _, body = read_regular(str(self.file), _MAX_CACHE_BYTES)[0].partition(b"\n")
@@ -206,7 +207,12 @@ class Cache:
         if cached is None:
             return None
         rows, error, dependencies = cached
-        if any(_dependency(other) != [other, digest_of_dependency] for other, digest_of_dependency in dependencies):
+        known = self._dependencies
+        if any(
+            (known[other] if other in known else known.setdefault(other, _dependency(other)))
+            != [other, digest_of_dependency]
+            for other, digest_of_dependency in dependencies
+        ):
             return None  # a helper it summarised changed
         if error is not None:
             return FileResult(path, error=f"{path}: {error}")
@@ -430,6 +436,8 @@ def _write(file: Path, data: object) -> None:
     """Atomically, with its checksum line, in a directory marked as a cache."""
     file.parent.mkdir(parents=True, exist_ok=True)
     _write_markers(file.parent)
+    import tempfile  # a warm run that writes nothing does not load it (nor shutil, random)
+
     body = json.dumps(data, separators=(",", ":")).encode()
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=file.parent)
     try:
@@ -471,10 +479,13 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
                 if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
                     return None
                 evidence.append(((target, line), Reach(context, parsed, guessed, whole_return)))
-            if not all(type(at) is int and 0 <= at < len(paths) for at in same):
+            # Tens of thousands of positions a run: checked and looked up by C loops, not a generator.
+            if not isinstance(same, list) or (
+                same and not (set(map(type, same)) == {int} and min(same) >= 0 and max(same) < len(paths))
+            ):
                 return None
             others = {dep: _stamp(stamp) for dep, stamp in other if isinstance(dep, str)}
-            gated[path] = ((frozenset(paths[at] for at in same), others), evidence)
+            gated[path] = ((frozenset(map(paths.__getitem__, same)), others), evidence)
         return stamps, gated
     except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None  # missing, unreadable or not ours: rebuilt

@@ -30,10 +30,8 @@ from .config import (
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .finding import ERROR
 from .gitignore import GitIgnore
-from .index.callgraph import call_graph
 from .index.files import real_path
 from .index.reach import ESCAPES, Reaches
-from .noqa import add_noqa
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
 from .progress import phase, progress_wanted, run_summary, track
@@ -338,6 +336,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _callgraph(path: str) -> int:
+    from .index.callgraph import call_graph  # the index's modules: not loaded by a warm check
+
     if not os.path.isdir(path):
         print(f"flux-alias-lint: error: {path}: not a directory", file=sys.stderr)
         return EXIT_ERROR
@@ -381,6 +381,7 @@ class _Settings:
         self._cache_roots = Resolver(None, self.cwd) if self.config_file else self.config
         self._cli = Layer(args.select, tuple(args.extend_select), tuple(args.ignore))
         self._excluders: dict[Config, Excluder] = {}
+        self._excluder_in: dict[Path, Excluder] = {}  # by the directory walked
         self._selections: dict[tuple[Config, tuple[str, ...]], Selection] = {}
 
     def selection(self, path: str) -> Selection:
@@ -397,7 +398,10 @@ class _Settings:
 
     def excluded_in(self, directory: Path, name: str, entry: os.DirEntry[str] | None = None) -> bool:
         """`excluded(directory / name)`, for the entries of a walk (`entry`: see `Excluder.excluded_in`)."""
-        return self._excluder(os.path.join(directory, name)).excluded_in(directory, name, entry)
+        excluder = self._excluder_in.get(directory)
+        if excluder is None:  # the entries of a directory share its config: looked up once
+            excluder = self._excluder_in[directory] = self._excluder(os.path.join(directory, name))
+        return excluder.excluded_in(directory, name, entry)
 
     def _excluder(self, path: Path | str) -> Excluder:
         config = self.config(path)
@@ -505,6 +509,8 @@ def _show_settings(settings: _Settings) -> int:
 def _add_noqa(results: list[FileResult], errors: list[str]) -> int:
     """`--add-noqa`, as ruff's: a `# noqa: CODE` on each line with a finding (none on a file that
     does not parse), written in place; exit 0 unless something could not be checked or written."""
+    from .noqa import add_noqa
+
     added = 0
     errors = errors + [r.error for r in results if r.error]
     for result in results:
@@ -531,8 +537,13 @@ def _check_grouped(
 ) -> Iterator[tuple[str, FileResult]]:
     """Files with the same selection and cache go through `check_files` together; `reached`: see `check_files`."""
     groups: dict[tuple[Selection, Path, Limits], list[str]] = {}
+    by_directory: dict[str, tuple[Path, Limits]] = {}  # a directory's files share their config
     for path in files:
-        groups.setdefault((settings.selection(path), settings.cache_dir(path), settings.limits(path)), []).append(path)
+        directory = os.path.dirname(path)
+        where = by_directory.get(directory)
+        if where is None:
+            where = by_directory[directory] = (settings.cache_dir(path), settings.limits(path))
+        groups.setdefault((settings.selection(path), *where), []).append(path)
     args = settings.args
     for (selection, cache_dir, limits), paths in groups.items():
         cache = None if args.no_cache else Cache(cache_dir, selection)

@@ -9,7 +9,6 @@ replaces all of this with one file for every path.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fnmatch
 import functools
 import os
@@ -109,6 +108,8 @@ def _normalized(name: str) -> str:
 def _warn_near_misses(path: Path, tools: tuple[str, ...]) -> None:
     """A table meant to be ours (`[tool.flux_alias_lint]`, the import name) would otherwise be
     ignored without a word, and with it the user's `ignore`."""
+    import difflib  # loaded only for a config file holding other tools' tables
+
     ours = _normalized(TABLE)
     for name in tools:
         if difflib.SequenceMatcher(None, _normalized(name), ours).ratio() >= 0.8:
@@ -210,7 +211,7 @@ class Resolver:
         self._overrides = dict(overrides or {})
         defaults = override_config(self._overrides)  # checked before any file, so its errors name --config
         self._fixed = load_config(Path(explicit), self._overrides) if explicit else None
-        self._by_dir: dict[Path, Config] = {}
+        self._by_dir: dict[str, Config] = {}
         self._by_spelling: dict[str, Config] = {}
         if self._fixed is None:
             found = find_pyproject(cwd.resolve())
@@ -225,21 +226,25 @@ class Resolver:
         spelled = os.path.dirname(os.fspath(path).rstrip("/") or "/")
         config = self._by_spelling.get(spelled)
         if config is None:
-            config = self._by_spelling[spelled] = self._directory(Path(os.path.abspath(path)).parent)
+            config = self._by_spelling[spelled] = self._directory(os.path.dirname(os.path.abspath(path)))
         return config
 
-    def _directory(self, directory: Path) -> Config:
+    def _directory(self, directory: str) -> Config:
+        """By the absolute directory as a string: asked once for each directory of a walk, with one
+        stat for its pyproject.toml."""
         config = self._by_dir.get(directory)
         if config is None:
-            candidate = directory / "pyproject.toml"
-            if candidate.is_file() and _table(candidate, required=False) is not None:
-                config = load_config(candidate, self._overrides)
-            elif directory.parent == directory:
+            candidate = os.path.join(directory, "pyproject.toml")
+            is_file = os.path.isfile(candidate)
+            parent = os.path.dirname(directory)
+            if is_file and _table(Path(candidate), required=False) is not None:
+                config = load_config(Path(candidate), self._overrides)
+            elif parent == directory:
                 config = self._fallback
             else:
-                config = self._directory(directory.parent)
+                config = self._directory(parent)
                 # A package's own pyproject.toml without our table still says which Python it targets.
-                target = _requires_python(candidate) if candidate.is_file() else None
+                target = _requires_python(Path(candidate)) if is_file else None
                 if target is not None:
                     config = dataclasses.replace(config, target_version=target)
             self._by_dir[directory] = config

@@ -14,6 +14,7 @@ nested repository (a submodule) starts afresh. Git's global excludes file is not
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -144,13 +145,14 @@ class _PatternFile:
     patterns: tuple[Pattern, ...]
 
 
-def _read(path: Path, base: Path) -> _PatternFile | None:
+def _read(path: str, base: str) -> _PatternFile | None:
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return None
     patterns = parse(text)
-    return _PatternFile(base, patterns) if patterns else None
+    return _PatternFile(Path(base), patterns) if patterns else None
 
 
 def _prefix(directory: Path, base: Path) -> str:
@@ -163,24 +165,29 @@ class GitIgnore:
     """`ignored(path, is_dir)` for paths under git work trees; pattern files are read once each."""
 
     def __init__(self) -> None:
-        self._chains: dict[Path, tuple[_PatternFile, ...] | None] = {}
+        self._chains: dict[str, tuple[_PatternFile, ...] | None] = {}  # by absolute directory
         self._in: dict[Path, tuple[tuple[_PatternFile, str], ...]] = {}
 
-    def _chain(self, directory: Path) -> tuple[_PatternFile, ...] | None:
-        """The pattern files that apply in `directory`, lowest precedence first; None outside a work tree."""
+    def _chain(self, directory: str) -> tuple[_PatternFile, ...] | None:
+        """The pattern files that apply in `directory` (absolute), lowest precedence first; None
+        outside a work tree. Strings, not `Path`s: asked for every directory of a walk."""
         if directory in self._chains:
             return self._chains[directory]
         chain: tuple[_PatternFile, ...] | None
-        git = directory / ".git"
-        if git.exists():
+        git = os.path.join(directory, ".git")
+        parent_directory = os.path.dirname(directory)
+        if os.path.exists(git):
             # A work tree's root; `.git` is a file (no info/exclude of its own here) in worktrees and submodules.
-            files = (_read(git / "info" / "exclude", directory), _read(directory / ".gitignore", directory))
+            files = (
+                _read(os.path.join(git, "info", "exclude"), directory),
+                _read(os.path.join(directory, ".gitignore"), directory),
+            )
             chain = tuple(f for f in files if f is not None)
-        elif directory.parent == directory:
+        elif parent_directory == directory:
             chain = None
         else:
-            parent = self._chain(directory.parent)
-            own = _read(directory / ".gitignore", directory) if parent is not None else None
+            parent = self._chain(parent_directory)
+            own = _read(os.path.join(directory, ".gitignore"), directory) if parent is not None else None
             chain = parent if parent is None or own is None else parent + (own,)
         self._chains[directory] = chain
         return chain
@@ -191,7 +198,7 @@ class GitIgnore:
         known = self._in.get(directory)
         if known is None:
             absolute = directory.absolute()
-            chain = self._chain(absolute) or ()
+            chain = self._chain(os.fspath(absolute)) or ()
             known = self._in[directory] = tuple((f, _prefix(absolute, f.base)) for f in reversed(chain))
         if not known or name == ".git":
             return False
@@ -212,4 +219,4 @@ class GitIgnore:
         path = path.absolute()
         if self.ignored(path, is_dir):
             return True
-        return any(self.ignored(parent, True) for parent in path.parents if self._chain(parent.parent))
+        return any(self.ignored(parent, True) for parent in path.parents if self._chain(os.fspath(parent.parent)))

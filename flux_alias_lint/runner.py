@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import enum
 import os
 import signal
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -109,6 +107,8 @@ def _too_complex(path: str, timeout: float) -> SourceError:
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
+    import difflib  # loaded by `--diff` alone
+
     return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), path, path))
 
 
@@ -117,6 +117,8 @@ def write_atomically(path: str, data: bytes) -> None:
 
     A symlink stays a symlink (its target is rewritten); mode and, where allowed, owner are kept.
     """
+    import tempfile  # loaded by a run that writes a file alone
+
     target = os.path.realpath(path)
     st = os.stat(target)
     fd, tmp = tempfile.mkstemp(prefix=".flux-alias-lint-", suffix=".tmp", dir=os.path.dirname(target))

@@ -287,3 +287,32 @@ def test_the_fingerprint_reads_every_module_of_the_tool(monkeypatch: pytest.Monk
     assert {path for path in read if path.is_relative_to(package)} == set(package.rglob("*.py"))
     assert any(path.name == "_version.py" and path.parent.name == "libcst" for path in read)  # which libcst
     assert any(path.parent.name == "analysis" for path in read)
+
+
+@pytest.mark.parametrize("same", [[9], [-1], [True], ["0"], [0.0], [[0]], "0", {}, None], ids=json.dumps)
+def test_forged_index_dependency_positions_are_rebuilt(tmp_path: Path, same: object) -> None:
+    """The project index lists a gated file's dependencies as positions in its stamps: a position
+    that is out of range or not an int discards the cached index (rebuilt), never a traceback."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "bug.py").write_text(
+        BUG + "\n\ndef forward_step(data_iterator, model):\n    return model(data_iterator), loss_func\n"
+    )
+    (src / "clean.py").write_text("x = 1\n")
+    for path in src.iterdir():
+        st = path.stat()
+        os.utime(path, (st.st_atime - AN_HOUR_AGO, st.st_mtime - AN_HOUR_AGO))
+    expected = _run(tmp_path, "--no-cache")
+    assert '"context": "megatron"' in expected[1]
+    cache_dir = tmp_path / "cache"
+    assert _run(tmp_path, "--cache-dir", str(cache_dir)) == expected
+    index_file = cache_dir / "index.json"
+    good = _read(index_file)
+    ((dependencies, _),) = good["gated"].values()
+    assert dependencies[0], "the gated file depends on the other file by its position"
+    forged = copy.deepcopy(good)
+    for record in forged["gated"].values():
+        record[0][0] = same
+    _write(index_file, forged)
+    assert _run(tmp_path, "--cache-dir", str(cache_dir)) == expected
+    assert _read(index_file) == good  # rebuilt

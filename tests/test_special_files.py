@@ -132,3 +132,36 @@ def test_time_limit_interrupts_a_check_that_never_ends() -> None:
     with pytest.raises(runner._TimedOut), runner.time_limit(0.05):
         while True:
             pass
+
+
+def test_real_path_is_realpath_through_symlinks_and_dots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`real_path` resolves a directory from its parent's (one lstat each): the answer must be
+    `os.path.realpath`'s, through symlinked directories, `..` after one, hidden and relative ones."""
+    from flux_alias_lint.index.files import project_root, real_path
+
+    (tmp_path / "repo" / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "repo" / ".hidden").mkdir()
+    (tmp_path / "repo" / ".git").mkdir()
+    (tmp_path / "elsewhere" / "deep").mkdir(parents=True)
+    for file in ("repo/pkg/sub/a.py", "repo/.hidden/b.py", "elsewhere/deep/c.py", "elsewhere/d.py"):
+        (tmp_path / file).write_text("x = 1\n")
+    (tmp_path / "repo" / "link").symlink_to(tmp_path / "elsewhere" / "deep")
+    (tmp_path / "repo" / "pkg" / "file_link.py").symlink_to(tmp_path / "elsewhere" / "d.py")
+    monkeypatch.chdir(tmp_path / "repo")
+    paths = [
+        "pkg/sub/a.py",
+        "./pkg/sub/a.py",
+        "pkg//sub/a.py",
+        ".hidden/b.py",
+        "link/c.py",
+        "link/../d.py",  # `..` after a symlink: the link's target's parent
+        "pkg/file_link.py",
+        "pkg/sub/../sub/a.py",
+        str(tmp_path / "repo" / "link" / "c.py"),
+        "pkg/sub/",
+        ".",
+    ]
+    for path in paths:
+        assert real_path(path) == os.path.realpath(path), path
+    assert project_root("link/c.py") == os.path.realpath(tmp_path / "elsewhere" / "deep")
+    assert project_root("pkg/sub/a.py") == os.path.realpath(tmp_path / "repo")

@@ -18,7 +18,7 @@ _SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", 
 def project_root(path: str, known: dict[str, tuple[str | None, str | None]] | None = None) -> str:
     """The git work tree `path` is in, else the directory of its nearest `pyproject.toml`, else its
     own directory. `known`: see `_markers_above`."""
-    start = os.path.realpath(path)
+    start = real_path(path)
     directory = start if os.path.isdir(start) else os.path.dirname(start)
     git, pyproject = _markers_above(directory, known)
     return git or pyproject or directory
@@ -107,15 +107,24 @@ def python_script(path: str) -> bool:
 def real_path(path: str) -> str:
     """`os.path.realpath`, with one lstat for the file instead of one per component of its path:
     the directories are resolved once each (asked for every file of a run)."""
-    if os.path.islink(path):
-        return os.path.realpath(path)
     directory, name = os.path.split(path)
-    return os.path.join(_real_directory(directory or os.curdir, os.getcwd()), name)
+    if not name or name in (".", "..") or os.path.islink(path):
+        return os.path.realpath(path)
+    cwd = "" if directory.startswith("/") else os.getcwd()  # a syscall: asked only when it matters
+    return os.path.join(_real_directory(directory or os.curdir, cwd), name)
 
 
 @functools.lru_cache(maxsize=4096)
 def _real_directory(directory: str, cwd: str) -> str:  # `cwd`: a relative directory means another one there
-    return os.path.realpath(directory)
+    """`os.path.realpath(directory)` from its parent's, with one lstat (realpath takes one per
+    component, for each directory again)."""
+    absolute = os.path.join(cwd, directory)
+    if "/." in absolute:  # `..` must be resolved after the symlinks before it: realpath's business
+        return os.path.realpath(directory)
+    parent, name = os.path.split(absolute.rstrip("/"))
+    if not name or os.path.islink(absolute):
+        return os.path.realpath(directory)
+    return os.path.join(_real_directory(parent, cwd), name)
 
 
 def find_module(importer: str, dotted: str, level: int) -> str | None:
