@@ -364,23 +364,31 @@ def test_the_call_context_overrides_what_use_suggests() -> None:
     assert told.positional == [("self", "tensor"), ("batch", "mapping"), ("forward_out", "tensor")]
 
 
-def test_every_multi_file_fixture_project_is_confirmed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    projects = [p.parent for p in FIXTURES.glob("*/*/expected") if p.read_text().strip()]
-    assert len(projects) >= 2
+# The multi-file fixture projects with findings, one test each (so parallel workers share them out).
+MULTI_FILE_PROJECTS = sorted(p.parent for p in FIXTURES.glob("*/*/expected") if p.read_text().strip())
+
+
+def test_there_are_multi_file_fixture_projects() -> None:
+    assert len(MULTI_FILE_PROJECTS) >= 2
+
+
+@pytest.mark.parametrize("project", MULTI_FILE_PROJECTS, ids=lambda p: p.relative_to(FIXTURES).as_posix())
+def test_every_multi_file_fixture_project_is_confirmed(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     no_excludes = tmp_path / "pyproject.toml"  # this repository's own excludes the fixtures
     no_excludes.write_text("")
-    for project in projects:
-        expected = len(project.joinpath("expected").read_text().splitlines())
-        spared = SPARED_BY_A_SETTING.get(project.relative_to(FIXTURES).as_posix(), 0)
-        if spared:
-            # a warning, not a bug: the setting the project turns on leaves the value alone, and verify says so
-            assert main(["verify", "--config", str(no_excludes), str(project)]) == 1
-            out = capsys.readouterr().out
-            assert f"{expected} finding(s): {expected - spared} confirmed" in out, out
-            assert out.count("does not rescale") == spared, out
-            continue
-        assert main(["verify", "--config", str(no_excludes), str(project)]) == 0, capsys.readouterr().out
-        assert capsys.readouterr().out.splitlines()[-1].startswith(f"{expected} finding(s): {expected} confirmed")
+    expected = len(project.joinpath("expected").read_text().splitlines())
+    spared = SPARED_BY_A_SETTING.get(project.relative_to(FIXTURES).as_posix(), 0)
+    if spared:
+        # a warning, not a bug: the setting the project turns on leaves the value alone, and verify says so
+        assert main(["verify", "--config", str(no_excludes), str(project)]) == 1
+        out = capsys.readouterr().out
+        assert f"{expected} finding(s): {expected - spared} confirmed" in out, out
+        assert out.count("does not rescale") == spared, out
+        return
+    assert main(["verify", "--config", str(no_excludes), str(project)]) == 0, capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"{expected} finding(s): {expected} confirmed")
 
 
 # Fixture projects with findings that are warnings because a setting of theirs spares the value: how many.
