@@ -3,8 +3,9 @@
     python bench/floor.py /tmp/megatron-lm /tmp/primus [--runs 3] [--jobs 2]
 
 Each tree's files are parsed by `--jobs` forked processes, largest first, as `check` spreads them;
-the median wall time of `--runs` runs is printed, start-up and listing included. Compare it with
-`bench/bench.py`'s ruff column: what is left is all the linter may spend on everything else.
+the median wall time and CPU (user + sys of this process and its workers) of `--runs` runs are
+printed, start-up and listing included. Compare the wall with `bench/bench.py`'s ruff column and
+the CPU with `bench/cpu.py`'s: what is left is all the linter may spend on everything else.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import ast
 import multiprocessing
 import os
+import resource
 import statistics
 import sys
 import time
@@ -34,13 +36,22 @@ def _parse(path: str) -> None:
         pass
 
 
-def _once(tree: Path, jobs: int) -> float:
-    started = time.perf_counter()
+def _cpu() -> float:
+    """User + sys seconds of this process and of its children that have ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _once(tree: Path, jobs: int) -> tuple[float, float]:
+    """(wall, CPU) of one read and parse of every file; the pool's workers have ended when it returns."""
+    started, cpu = time.perf_counter(), _cpu()
     files = sorted(python_files(str(tree)), key=lambda p: -os.path.getsize(p))
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for _ in pool.imap_unordered(_parse, files, 8):
             pass
-    return time.perf_counter() - started
+        pool.close()
+        pool.join()
+    return time.perf_counter() - started, _cpu() - cpu
 
 
 def main() -> None:
@@ -50,8 +61,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     for tree in args.trees:
-        times = [_once(tree, args.jobs) for _ in range(args.runs)]
-        print(f"{tree.name}: read + ast.parse of every file, {args.jobs} processes: {statistics.median(times):.2f} s")
+        walls, cpus = zip(*(_once(tree, args.jobs) for _ in range(args.runs)), strict=True)
+        print(
+            f"{tree.name}: read + ast.parse of every file, {args.jobs} processes: "
+            f"{statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU"
+        )
 
 
 if __name__ == "__main__":
