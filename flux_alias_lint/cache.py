@@ -133,8 +133,7 @@ class Cache:
         self.selection = selection
         self.files: dict[str, list] = {}
         self.results: dict[str, list] = {}
-        # A dependency's [path, digest], read once a run for every cached result naming it.
-        self._dependencies: dict[str, list[str] | None] = {}
+        self._dependencies: dict[str, list[str] | None] = {}  # `_dependency_once`'s
         self._dirty = False
         try:
             header, _, body = read_regular(str(self.file), _MAX_CACHE_BYTES)[0].partition(b"\n")
@@ -207,16 +206,17 @@ class Cache:
         if cached is None:
             return None
         rows, error, dependencies = cached
-        known = self._dependencies
-        if any(
-            (known[other] if other in known else known.setdefault(other, _dependency(other)))
-            != [other, digest_of_dependency]
-            for other, digest_of_dependency in dependencies
-        ):
+        if any(self._dependency_once(other) != [other, digest] for other, digest in dependencies):
             return None  # a helper it summarised changed
         if error is not None:
             return FileResult(path, error=f"{path}: {error}")
         return FileResult(path, [_finding(path, row) for row in rows])
+
+    def _dependency_once(self, path: str) -> list[str] | None:
+        """`_dependency(path)`, read and hashed once a run however many cached results name it."""
+        if path not in self._dependencies:
+            self._dependencies[path] = _dependency(path)
+        return self._dependencies[path]
 
     def _valid_result(self, cached: object) -> bool:
         """`[rows, error, dependencies]`, every row a finding this run could report."""
