@@ -333,7 +333,7 @@ def _write_markers(directory: Path) -> None:
 
 def collect_evidence(
     roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1
-) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
+) -> tuple[dict[str, Evidence], dict[str, set[str]], dict[str, set[str]]]:
     """`index.project.collect_evidence`: the index's modules are loaded only when what is cached
     cannot answer."""
     from .index import project
@@ -343,16 +343,17 @@ def collect_evidence(
 
 def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1) -> dict[str, dict[int, Reach]]:
     """`ProjectIndex.for_paths(paths).reached_by_path()`, kept in `directory` file by file: each file
-    the gate let through, with its evidence and the stamps of the files it was resolved against.
-    A later run stats the project and re-derives only the files that changed or whose
-    dependencies did (a pre-commit run over a few edited files); a file added or removed, another
+    the gate let through, with its evidence, the stamps of the files it was resolved against and the
+    words it searched the project for. A later run stats the project and re-derives only the files
+    that changed, whose dependencies did, or another of whose files changed to a text holding such
+    a word (a pre-commit run over a few edited files); a file added or removed, another
     working directory (the steps' paths are shown from it) or another tool build rebuilds it all.
     Any other content of the file is rebuilt from scratch. `jobs`: see `collect_evidence`."""
     roots = project_roots(paths)
     files = {root: list(python_files(root)) for root in roots}
     order = [path for root in roots for path in files[root]]
     if directory is None:
-        evidence, _ = collect_evidence(roots, files, jobs)
+        evidence, _, _ = collect_evidence(roots, files, jobs)
         return merged(evidence[path] for path in order if path in evidence).reached_by_path()
     index_file = directory / "index.json"
     key = f"{_fingerprint()} {os.getcwd()} {roots}"
@@ -365,25 +366,43 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
         old_stamps, old_gated = old
         redo = {p for p in order if stamps[p] is None or stamps[p] != old_stamps[p]}
         changed = frozenset(redo)
+        texts: dict[str, bytes] = {}  # the changed files', read once some gated file asks
+
+        def gained(words: frozenset[str]) -> bool:
+            """Whether a changed file's text now holds one of `words` (its old text did not, or the
+            file would be a dependency already). Read as the index searched them: a file changed,
+            so the index's modules are about to be loaded anyway."""
+            from .index.modules import text_of
+
+            for path in changed:
+                if path not in texts:
+                    texts[path] = text_of(path)
+                if any(word.encode() in texts[path] for word in words):
+                    return True
+            return False
+
         redo |= {
             g
-            for g, ((same, other), _) in old_gated.items()
+            for g, ((same, other, words), _) in old_gated.items()
             if g not in redo
             and (
-                not changed.isdisjoint(same) or any(s is None or _stamp_now(current, d) != s for d, s in other.items())
+                not changed.isdisjoint(same)
+                or any(s is None or _stamp_now(current, d) != s for d, s in other.items())
+                or (words and gained(words))
             )
         }
         gated = {g: record for g, record in old_gated.items() if g not in redo}
     else:
         redo, gated = set(order), {}
     if redo:
-        found, depends_on = collect_evidence(
+        found, depends_on, searched = collect_evidence(
             roots, {root: [p for p in files[root] if p in redo] for root in roots}, jobs
         )
         for path, evidence in found.items():
             deps = {d: _stamp_now(current, d) for d in sorted(depends_on[path])}
             same = frozenset(d for d, s in deps.items() if s is not None and s == stamps.get(d))
-            gated[path] = ((same, {d: s for d, s in deps.items() if d not in same}), evidence)
+            other = {d: s for d, s in deps.items() if d not in same}
+            gated[path] = ((same, other, frozenset(searched[path])), evidence)
         with contextlib.suppress(OSError):
             _write(index_file, _index_rows(key, stamps, gated))
     return merged(gated[path][1] for path in order if path in gated).reached_by_path()
@@ -405,10 +424,10 @@ def _trusted_stamp(path: str) -> Stamp | None:
     return None if time.time_ns() - stamp[0] < _RACY_NS else stamp
 
 
-# The files a gated file's evidence was resolved against: those of the project whose stamp was the one the
-# project's stamps hold then (nearly all: a file whose evidence searched the project depends on each of its
-# files), stale once one of them changed, and the others with the stamp each had.
-Dependencies = tuple[frozenset[str], dict[str, Stamp | None]]
+# What a gated file's evidence was resolved against: the files of the project whose stamp was the one the
+# project's stamps hold then, stale once one of them changed; the others with the stamp each had; the words
+# it searched the project's texts for, stale once another file changes to hold one.
+Dependencies = tuple[frozenset[str], dict[str, Stamp | None], frozenset[str]]
 Gated = dict[str, tuple[Dependencies, Evidence]]
 
 
@@ -421,13 +440,13 @@ def _index_rows(key: str, stamps: dict[str, Stamp | None], gated: Gated) -> dict
         "stamps": stamps,
         "gated": {
             path: [
-                [sorted(position[d] for d in same), [[d, s] for d, s in other.items()]],
+                [sorted(position[d] for d in same), [[d, s] for d, s in other.items()], sorted(words)],
                 [
                     [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed, r.whole_return]
                     for (p, line), r in evidence
                 ],
             ]
-            for path, ((same, other), evidence) in gated.items()
+            for path, ((same, other, words), evidence) in gated.items()
         },
     }
 
@@ -462,8 +481,8 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
         stamps = {path: _stamp(stamp) for path, stamp in data["stamps"].items()}
         paths = list(stamps)  # in the order written: a dependency with the same stamp is a position
         gated: Gated = {}
-        for path, ((same, other), rows) in data["gated"].items():
-            if path not in stamps:
+        for path, ((same, other, words), rows) in data["gated"].items():
+            if path not in stamps or not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
                 return None
             evidence: Evidence = []
             for target, line, context, steps, guessed, whole_return in rows:
@@ -485,7 +504,7 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
             ):
                 return None
             others = {dep: _stamp(stamp) for dep, stamp in other if isinstance(dep, str)}
-            gated[path] = ((frozenset(map(paths.__getitem__, same)), others), evidence)
+            gated[path] = ((frozenset(map(paths.__getitem__, same)), others, frozenset(words)), evidence)
         return stamps, gated
     except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None  # missing, unreadable or not ours: rebuilt

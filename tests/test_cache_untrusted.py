@@ -295,10 +295,10 @@ def test_forged_index_dependency_positions_are_rebuilt(tmp_path: Path, same: obj
     that is out of range or not an int discards the cached index (rebuilt), never a traceback."""
     src = tmp_path / "src"
     src.mkdir()
-    (src / "bug.py").write_text(
-        BUG + "\n\ndef forward_step(data_iterator, model):\n    return model(data_iterator), loss_func\n"
+    (src / "bug.py").write_text(BUG)
+    (src / "train.py").write_text(  # resolved against bug.py: a dependency, written as its position
+        "from bug import loss_func\n\n\ndef forward_step(data_iterator, model):\n    return model(data_iterator), loss_func\n"
     )
-    (src / "clean.py").write_text("x = 1\n")
     for path in src.iterdir():
         st = path.stat()
         os.utime(path, (st.st_atime - AN_HOUR_AGO, st.st_mtime - AN_HOUR_AGO))

@@ -425,9 +425,51 @@ def test_a_warm_run_stats_each_file_of_the_cached_index_once(tmp_path: pathlib.P
     files = [str(path) for path in project.rglob("*.py")]
     first = cache.project_reached(files, tmp_path / "c")
     index = json.loads((tmp_path / "c" / "index.json").read_bytes().partition(b"\n")[2])
-    assert any(same for (same, _), _ in index["gated"].values())  # some depend on other files of the project
+    assert any(same for (same, _, _), _ in index["gated"].values())  # some depend on other files of the project
     stamped: list[str] = []
     real_stamp = cache._trusted_stamp
     monkeypatch.setattr(cache, "_trusted_stamp", lambda path: stamped.append(path) or real_stamp(path))
     assert cache.project_reached(files, tmp_path / "c") == first
     assert sorted(stamped) == sorted(files)
+
+
+def test_an_edit_redoes_only_the_evidence_whose_searches_it_can_change(tmp_path: pathlib.Path, monkeypatch) -> None:
+    """A gated file depends on the files its searches of the project found and on the words it
+    searched for: an edit elsewhere re-derives that file alone (a pre-commit run), an edit giving
+    another file one of those words (a new caller of the strategy) re-derives the gated file too."""
+    from flux_alias_lint import cache
+
+    project = tmp_path / "rl"
+    shutil.copytree(STRATEGY, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'rl'\n")
+    worker = project / "worker.py"
+    original = worker.read_text()
+    call = "self.strategy.forward_step(batch=batch, forward_func=loss_func)"
+    worker.write_text(original.replace(call, "None"))  # no caller of the strategy at all
+    (project / "util.py").write_text("SCALE = 1\n")
+    past = time.time() - 3600  # stamps the cache trusts
+    for path in project.rglob("*.py"):
+        os.utime(path, (past, past))
+    collected: list[list[str]] = []
+    real = cache.collect_evidence
+    monkeypatch.setattr(
+        cache,
+        "collect_evidence",
+        lambda roots, files, jobs=1: collected.append(sorted(sum(files.values(), []))) or real(roots, files, jobs),
+    )
+    paths = [str(path) for path in project.rglob("*.py")]
+    loss = str((project / "loss.py").resolve())
+    reached = cache.project_reached(paths, tmp_path / "c")
+    assert loss not in reached  # nothing hands loss_func to the strategy yet
+    (project / "util.py").write_text("SCALE = 2\n")
+    os.utime(project / "util.py", (past, past))
+    collected.clear()
+    assert cache.project_reached(paths, tmp_path / "c") == reached
+    assert collected == [[str((project / "util.py").resolve())]]  # not strategy.py, which searched the project
+    worker.write_text(original)
+    os.utime(worker, (past, past))
+    collected.clear()
+    reached = cache.project_reached(paths, tmp_path / "c")
+    assert str((project / "strategy.py").resolve()) in collected[0]
+    assert [r.context for r in reached[loss].values()] == ["megatron"]
+    assert reached == cache.project_reached(paths, None)  # what an uncached run finds

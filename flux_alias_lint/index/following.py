@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from .handoffs import PATCH
-from .nodes import body_walk, bound_names, last_name, parameters
+from .nodes import body_walk, bound_names, last_name, parameters, walk_statements
 from .reach import Key, Reach, stronger
 from .resolve import Resolver
 from .symbols import Symbols
@@ -26,7 +26,9 @@ class FollowedEvidence(Resolver):
 
     def __init__(self, roots: list[str]) -> None:
         super().__init__(roots)
-        self._sites: dict[int, list[tuple[list[ast.AST], ast.AST]]] = {}  # `_patch_sites`, by module
+        self._sites: dict[
+            tuple[int, frozenset[int] | None], list[tuple[list[ast.AST], ast.AST]]
+        ] = {}  # `_patch_sites`'
 
     def _patch_evidence(self, path: str) -> None:
         """A function installed in place of one this file's evidence reached takes its context, and of
@@ -113,7 +115,9 @@ class FollowedEvidence(Resolver):
         for module in [owner, *map(self._module, others)]:
             if module is None:
                 continue
-            for inner, site in self._patch_sites(module):
+            # The owner's module whole; another only around the lines naming `name` as a patch would.
+            lines = None if module is owner else _marked_lines(self._texts[module.path], word)
+            for inner, site in self._patch_sites(module, lines):
                 patch = _patch(site, name)
                 if patch is None:
                     continue
@@ -125,34 +129,62 @@ class FollowedEvidence(Resolver):
                 if any(target is function for _, target in targets):
                     yield module, inner, site, replacement, f"installed by {how} in place of {name}"
 
-    def _patch_sites(self, module: Symbols) -> list[tuple[list[ast.AST], ast.AST]]:
+    def _patch_sites(self, module: Symbols, lines: frozenset[int] | None) -> list[tuple[list[ast.AST], ast.AST]]:
         """The nodes of `module` that may install a function under some name (`_patch`), each with
-        its scope, in the order of a walk: the module is walked once, whatever names are asked."""
-        sites = self._sites.get(id(module))
+        its scope, in the order of a walk; with `lines`, only in the defs and module-level statements
+        spanning one of them. Each module is walked once for every set of lines asked."""
+        key = (id(module), lines)
+        sites = self._sites.get(key)
         if sites is None:
-            sites = self._sites[id(module)] = [
+            sites = self._sites[key] = [
                 ([*scope, node] if not isinstance(node, ast.Module) else scope, site)
                 for scope, node in [*module.scoped, ([], module.tree)]
-                for site in body_walk(node)
+                for site in _walked(node, lines)
                 if (type(site) is ast.Call and len(site.args) >= 2 and not site.keywords)
                 or (type(site) is ast.Assign and len(site.targets) == 1)
             ]
         return sites
 
 
+def _walked(node: ast.AST, lines: frozenset[int] | None) -> Iterator[ast.AST]:
+    """`body_walk(node)`, or with `lines` its part spanning one of them: a def spanning none is not
+    walked, a module only in its statements spanning one."""
+    if lines is None:
+        return body_walk(node)
+    if isinstance(node, ast.Module):
+        return walk_statements([stmt for stmt in node.body if _spans(stmt, lines)])
+    return body_walk(node) if _spans(node, lines) else iter(())
+
+
+def _spans(node: ast.AST, lines: frozenset[int]) -> bool:
+    first, last = node.lineno, node.end_lineno or node.lineno
+    return any(first <= line <= last for line in lines)
+
+
 _AFTER_MARK = re.compile(rb"""['"]|\s*=[^=]""")
 
 
+def _marked_lines(text: bytes, name: bytes) -> frozenset[int] | None:
+    """The lines of `_marks`; None when the text ends lines with a bare `\r` too (counting `\n`
+    would not give Python's line numbers)."""
+    if b"\r" in text and b"\r" in text.replace(b"\r\n", b""):
+        return None
+    return frozenset(text.count(b"\n", 0, at) + 1 for at in _marks(text, name))
+
+
 def _marked(text: bytes, name: bytes) -> bool:
-    """Whether `text` names `name` where a patch may install it: an attribute assigned (`.name =`) or
-    a string (`"pkg.mod.name"`, `'name'`). Found with `bytes.find`: a pattern starting with a
+    return next(_marks(text, name), None) is not None
+
+
+def _marks(text: bytes, name: bytes) -> Iterator[int]:
+    """Where `text` names `name` as a patch may install it: an attribute assigned (`.name =`) or a
+    string (`"pkg.mod.name"`, `'name'`). Found with `bytes.find`: a pattern starting with a
     character class would try every position of the text."""
     at = text.find(name)
     while at != -1:
         if at and text[at - 1] in b".'\"" and _AFTER_MARK.match(text, at + len(name)):
-            return True
+            yield at
         at = text.find(name, at + 1)
-    return False
 
 
 def _patch(node: ast.AST, name: str) -> tuple[str | ast.expr, ast.expr, str] | None:

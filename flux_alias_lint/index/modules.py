@@ -1,7 +1,9 @@
 """The project's modules as the index reads them: parsed once each, with what each file's evidence read.
 
-A file's evidence depends on every other file read to resolve it (`depends_on`): a later run
-re-derives only the files whose own text or whose dependencies changed (`cache.project_reached`).
+A file's evidence depends on every other file read to resolve it (`depends_on`) and on the words it
+searched the project's texts for (`searched`): a later run re-derives only the files whose own text
+or whose dependencies changed, or another of whose files now holds such a word
+(`cache.project_reached`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Modules(Found):
         super().__init__()
         self.roots = roots
         self.depends_on: dict[str, set[str]] = {}
+        self.searched: dict[str, set[str]] = {}  # the words each file's evidence searched the project for
         self._parsed: dict[str, Symbols | None] = {}
         self._project_files: dict[str, list[str]] = {}  # every file of a root, for `_callers` (files may be a part)
         self._mentions: dict[tuple[str, str], list[str]] = {}  # `_mentioning`
@@ -47,23 +50,25 @@ class Modules(Found):
         return module
 
     def _mentioning(self, path: str, word: str) -> list[str]:
-        """The files of `path`'s project whose text holds `word`. All of them were read, so each is a
-        dependency of the evidence being collected."""
+        """The files of `path`'s project whose text holds `word`. The evidence being collected depends
+        on each of them and on `word` (`searched`): another file's change matters to it only if that
+        file's new text holds the word."""
         root = next((r for r in self.roots if path == r or path.startswith(r + os.sep)), None)
         if root is None:  # one module on its own (stdin, the Python API): nothing else is read
             return []
         if root not in self._project_files:
             self._project_files[root] = list(python_files(root))
             self._texts.update((f, text_of(f)) for f in self._project_files[root])  # read once, searched for each word
-        files = self._project_files[root]
-        if self._current is not None:
-            self.depends_on[self._current].update(f for f in files if f != self._current)
         key = (root, word)
         if key not in self._mentions:
             needle = word.encode()
             texts = self._texts
-            self._mentions[key] = [f for f in files if needle in texts[f]]
-        return self._mentions[key]
+            self._mentions[key] = [f for f in self._project_files[root] if needle in texts[f]]
+        mentions = self._mentions[key]
+        if self._current is not None:
+            self.depends_on[self._current].update(f for f in mentions if f != self._current)
+            self.searched[self._current].add(word)
+        return mentions
 
 
 def text_of(path: str) -> bytes:

@@ -105,8 +105,13 @@ def _number(node: ast.expr) -> object:
 
 
 def body_walk(function: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of a function's own body, not those of the functions and classes inside it."""
-    body = function.body if isinstance(function.body, list) else [function.body]
+    """The nodes of a function's own body, not those of the functions and classes inside it, nor the
+    singletons a node holds in its `ctx`, `op` and `ops` (`Load()`, `Add()`: read through their owner)."""
+    return walk_statements(function.body if isinstance(function.body, list) else [function.body])
+
+
+def walk_statements(body: list[ast.AST]) -> Iterator[ast.AST]:
+    """`body_walk` of these statements (or a lambda's expression)."""
     stack = list(reversed(body))
     while stack:
         node = stack.pop()
@@ -114,17 +119,21 @@ def body_walk(function: ast.AST) -> Iterator[ast.AST]:
         kind = type(node)
         if kind in _SCOPES:
             continue
+        fields = _WALKED_FIELDS.get(kind)
+        if fields is None:
+            fields = _WALKED_FIELDS[kind] = tuple(f for f in kind._fields if f not in ("ctx", "op", "ops"))
         children = []
-        for field in kind._fields:  # `ast.iter_child_nodes`, without its generator per node
+        for field in fields:  # `ast.iter_child_nodes`, without its generator per node
             value = getattr(node, field, None)
             if type(value) is list:
-                children.extend(item for item in value if isinstance(item, ast.AST))
+                children.extend([item for item in value if isinstance(item, ast.AST)])
             elif isinstance(value, ast.AST):
                 children.append(value)
         children.reverse()
         stack.extend(children)
 
 
+_WALKED_FIELDS: dict[type, tuple[str, ...]] = {}  # `body_walk`'s, by node type
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
 _HOLDING_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
 

@@ -30,11 +30,12 @@ from .schedule import ScheduleEvidence
 _FORK_FILES = 256
 
 
-def collect_evidence(
-    roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1
-) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
-    """`ProjectIndex(roots, files)`'s `evidence` and `depends_on`. Each file's are its own (what it
-    resolves against is read whatever else is collected), so `jobs` forked processes collect a
+Collected = tuple[dict[str, Evidence], dict[str, set[str]], dict[str, set[str]]]
+
+
+def collect_evidence(roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1) -> Collected:
+    """`ProjectIndex(roots, files)`'s `evidence`, `depends_on` and `searched`. Each file's are its own
+    (what it resolves against is read whatever else is collected), so `jobs` forked processes collect a
     share of the files each: the index is most of what a cold run does before checking any file."""
     count = sum(len(paths) for paths in files.values())
     if jobs <= 1 or count < _FORK_FILES or sys.platform != "linux":
@@ -42,19 +43,19 @@ def collect_evidence(
     shares = [{root: list(paths[k::jobs]) for root, paths in files.items()} for k in range(jobs)]
     evidence: dict[str, Evidence] = {}
     depends_on: dict[str, set[str]] = {}
+    searched: dict[str, set[str]] = {}
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        for found, deps in pool.map(functools.partial(_collected, roots), shares):
+        for found, deps, words in pool.map(functools.partial(_collected, roots), shares):
             evidence.update(found)
             depends_on.update(deps)
-    return evidence, depends_on
+            searched.update(words)
+    return evidence, depends_on, searched
 
 
-def _collected(
-    roots: Sequence[str], files: Mapping[str, Sequence[str]]
-) -> tuple[dict[str, Evidence], dict[str, set[str]]]:
+def _collected(roots: Sequence[str], files: Mapping[str, Sequence[str]]) -> Collected:
     with collections_paused():
         index = ProjectIndex(roots, files)
-        found = index.evidence, index.depends_on
+        found = index.evidence, index.depends_on, index.searched
         # Freed while the collector is off: it would walk all of the index's trees once more before.
         del index
     return found
@@ -64,9 +65,10 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
     """Contexts of the functions in one or more projects, by (real path, def line).
 
     Each file's evidence is also kept apart (`evidence`, for the files the gate let through), with
-    the other files read to resolve it (`depends_on`): a later run re-derives only the files whose
-    own text or whose dependencies changed (`cache.project_reached`), and `merged` puts the pieces
-    together exactly as one run over every file would."""
+    the other files read to resolve it (`depends_on`) and the words it searched the project for
+    (`searched`): a later run re-derives only the files whose own text or whose dependencies changed,
+    or another of whose files now holds such a word (`cache.project_reached`), and `merged` puts the
+    pieces together exactly as one run over every file would."""
 
     def __init__(self, roots: Iterable[str], files: Mapping[str, Sequence[str]] | None = None) -> None:
         super().__init__(sorted(set(roots)))
@@ -98,7 +100,7 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
         host = hosted(data)
         if not (megatron or rescaling or host):
             return
-        self.evidence[path], self.depends_on[path] = [], set()
+        self.evidence[path], self.depends_on[path], self.searched[path] = [], set(), set()
         module = self._module(path, data)
         if module is None:
             return
