@@ -537,13 +537,8 @@ def _check_grouped(
 ) -> Iterator[tuple[str, FileResult]]:
     """Files with the same selection and cache go through `check_files` together; `reached`: see `check_files`."""
     groups: dict[tuple[Selection, Path, Limits], list[str]] = {}
-    by_directory: dict[str, tuple[Path, Limits]] = {}  # a directory's files share their config
     for path in files:
-        directory = os.path.dirname(path)
-        where = by_directory.get(directory)
-        if where is None:
-            where = by_directory[directory] = (settings.cache_dir(path), settings.limits(path))
-        groups.setdefault((settings.selection(path), *where), []).append(path)
+        groups.setdefault((settings.selection(path), settings.cache_dir(path), settings.limits(path)), []).append(path)
     args = settings.args
     for (selection, cache_dir, limits), paths in groups.items():
         cache = None if args.no_cache else Cache(cache_dir, selection)
