@@ -58,6 +58,7 @@ from .index.reach import (
     merged,
     styled,
 )
+from .index.texts import KINDS, Asked, answer
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
@@ -332,80 +333,92 @@ def _write_markers(directory: Path) -> None:
 
 
 def collect_evidence(
-    roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1
-) -> tuple[dict[str, Evidence], dict[str, set[str]], dict[str, set[str]]]:
+    roots: Sequence[str],
+    files: Mapping[str, Sequence[str]],
+    jobs: int = 1,
+    listing: Mapping[str, Sequence[str]] | None = None,
+    answers: Mapping[Asked, list[str]] | None = None,
+) -> tuple[dict[str, Evidence], dict[str, set[str]], dict[str, set[Asked]], dict[Asked, list[str]]]:
     """`index.project.collect_evidence`: the index's modules are loaded only when what is cached
     cannot answer."""
     from .index import project
 
-    return project.collect_evidence(roots, files, jobs)
+    return project.collect_evidence(roots, files, jobs, listing, answers)
 
 
 def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1) -> dict[str, dict[int, Reach]]:
     """`ProjectIndex.for_paths(paths).reached_by_path()`, kept in `directory` file by file: each file
-    the gate let through, with its evidence, the stamps of the files it was resolved against and the
-    words it searched the project for. A later run stats the project and re-derives only the files
-    that changed, whose dependencies did, or another of whose files changed to a text holding such
-    a word (a pre-commit run over a few edited files); a file added or removed, another
-    working directory (the steps' paths are shown from it) or another tool build rebuilds it all.
-    Any other content of the file is rebuilt from scratch. `jobs`: see `collect_evidence`."""
+    the gate let through, with its evidence, the stamps of the files it parsed and the queries it
+    asked of the others' texts (`index/texts.py`), and the files answering each query. A later run
+    stats the project, asks the changed files the queries again, and re-derives only the files that
+    changed, whose dependencies did, or one of whose queries a changed file now answers differently
+    (a pre-commit run over a few edited files); a file added or removed, another working directory
+    (the steps' paths are shown from it) or another tool build rebuilds it all. Any other content of
+    the file is rebuilt from scratch. `jobs`: see `collect_evidence`."""
     roots = project_roots(paths)
     files = {root: list(python_files(root)) for root in roots}
     order = [path for root in roots for path in files[root]]
     if directory is None:
-        evidence, _, _ = collect_evidence(roots, files, jobs)
+        evidence = collect_evidence(roots, files, jobs)[0]
         return merged(evidence[path] for path in order if path in evidence).reached_by_path()
     index_file = directory / "index.json"
     key = f"{_fingerprint()} {os.getcwd()} {roots}"
     stamps = {path: _trusted_stamp(path) for root in roots for path in files[root]}
-    old = _load_index(index_file, key)
+    old = _load_index(index_file, key, roots)
     # The project's files are stat'ed once, before any is read (an edit made meanwhile shows next run),
     # any other dependency once too.
     current = dict(stamps)
     if old is not None and set(old[0]) == set(stamps):
-        old_stamps, old_gated = old
+        old_stamps, old_gated, answers = old
         redo = {p for p in order if stamps[p] is None or stamps[p] != old_stamps[p]}
         changed = frozenset(redo)
-        texts: dict[str, bytes] = {}  # the changed files', read once some gated file asks
-
-        def gained(words: frozenset[str]) -> bool:
-            """Whether a changed file's text now holds one of `words` (its old text did not, or the
-            file would be a dependency already). Read as the index searched them: a file changed,
-            so the index's modules are about to be loaded anyway."""
-            from .index.modules import text_of
-
-            for path in changed:
-                if path not in texts:
-                    texts[path] = text_of(path)
-                if any(word.encode() in texts[path] for word in words):
-                    return True
-            return False
-
+        flipped = _ask_again(answers, changed, files) if changed else set()
         redo |= {
             g
-            for g, ((same, other, words), _) in old_gated.items()
+            for g, ((same, other, queries), _) in old_gated.items()
             if g not in redo
             and (
                 not changed.isdisjoint(same)
                 or any(s is None or _stamp_now(current, d) != s for d, s in other.items())
-                or (words and gained(words))
+                or not flipped.isdisjoint(queries)
             )
         }
         gated = {g: record for g, record in old_gated.items() if g not in redo}
     else:
-        redo, gated = set(order), {}
+        redo, gated, answers = set(order), {}, {}
     if redo:
-        found, depends_on, searched = collect_evidence(
-            roots, {root: [p for p in files[root] if p in redo] for root in roots}, jobs
+        found, depends_on, searched, asked = collect_evidence(
+            roots, {root: [p for p in files[root] if p in redo] for root in roots}, jobs, files, answers
         )
+        answers.update(asked)
         for path, evidence in found.items():
             deps = {d: _stamp_now(current, d) for d in sorted(depends_on[path])}
             same = frozenset(d for d, s in deps.items() if s is not None and s == stamps.get(d))
             other = {d: s for d, s in deps.items() if d not in same}
             gated[path] = ((same, other, frozenset(searched[path])), evidence)
         with contextlib.suppress(OSError):
-            _write(index_file, _index_rows(key, stamps, gated))
+            _write(index_file, _index_rows(key, stamps, gated, answers))
     return merged(gated[path][1] for path in order if path in gated).reached_by_path()
+
+
+def _ask_again(answers: dict[Asked, list[str]], changed: frozenset[str], files: Mapping[str, list[str]]) -> set[Asked]:
+    """Ask the changed files every known query again, bringing `answers` up to date: the queries
+    whose answer changed. Read as the index reads them (a file changed, so the index is about to be
+    loaded anyway)."""
+    from .index.modules import text_of
+
+    texts = {path: text_of(path) for path in sorted(changed)}
+    members = {root: changed.intersection(listed) for root, listed in files.items()}
+    flipped = set()
+    for asked, holders in answers.items():
+        root, kind, word = asked
+        now = {p for p in members[root] if answer(kind, word, texts[p])}
+        before = members[root].intersection(holders)
+        if now != before:
+            flipped.add(asked)
+            keep = (set(holders) - before) | now
+            answers[asked] = [p for p in files[root] if p in keep]
+    return flipped
 
 
 def _stamp_now(known: dict[str, Stamp | None], path: str) -> Stamp | None:
@@ -424,29 +437,39 @@ def _trusted_stamp(path: str) -> Stamp | None:
     return None if time.time_ns() - stamp[0] < _RACY_NS else stamp
 
 
-# What a gated file's evidence was resolved against: the files of the project whose stamp was the one the
-# project's stamps hold then, stale once one of them changed; the others with the stamp each had; the words
-# it searched the project's texts for, stale once another file changes to hold one.
-Dependencies = tuple[frozenset[str], dict[str, Stamp | None], frozenset[str]]
+# What a gated file's evidence was resolved against: the files of the project it parsed whose stamp was
+# the one the project's stamps hold then, stale once one of them changed; the others with the stamp each
+# had; the queries it asked of the project's texts, stale once a changed file answers one differently.
+Dependencies = tuple[frozenset[str], dict[str, Stamp | None], frozenset[Asked]]
 Gated = dict[str, tuple[Dependencies, Evidence]]
 
 
-def _index_rows(key: str, stamps: dict[str, Stamp | None], gated: Gated) -> dict[str, object]:
-    """What `_load_index` reads. A dependency whose stamp is the one `stamps` holds is written as its
-    position in `stamps`, the others as [path, stamp]: the file stays small to read on every run."""
+def _index_rows(
+    key: str, stamps: dict[str, Stamp | None], gated: Gated, answers: Mapping[Asked, list[str]]
+) -> dict[str, object]:
+    """What `_load_index` reads. A file is written as its position in `stamps` (a dependency whose stamp
+    is another as [path, stamp]), a query as its position in `answers`, which holds the queries some
+    gated file asked: the file stays small to read on every run."""
     position = {path: at for at, path in enumerate(stamps)}
+    asked = sorted({query for (_, _, queries), _ in gated.values() for query in queries})
+    numbered = {query: at for at, query in enumerate(asked)}
     return {
         "key": key,
         "stamps": stamps,
+        "answers": [[*query, [position[p] for p in answers[query]]] for query in asked],
         "gated": {
             path: [
-                [sorted(position[d] for d in same), [[d, s] for d, s in other.items()], sorted(words)],
+                [
+                    sorted(position[d] for d in same),
+                    [[d, s] for d, s in other.items()],
+                    sorted(map(numbered.get, queries)),
+                ],
                 [
                     [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed, r.whole_return]
                     for (p, line), r in evidence
                 ],
             ]
-            for path, ((same, other, words), evidence) in gated.items()
+            for path, ((same, other, queries), evidence) in gated.items()
         },
     }
 
@@ -468,9 +491,11 @@ def _write(file: Path, data: object) -> None:
         raise
 
 
-def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Gated] | None:
-    """The stamps and gated files of a previous run with the same key; None: missing, unreadable,
-    for another key, or not ours."""
+def _load_index(
+    index_file: Path, key: str, roots: Sequence[str]
+) -> tuple[dict[str, Stamp | None], Gated, dict[Asked, list[str]]] | None:
+    """The stamps, gated files and answers of a previous run with the same key (and so `roots`); None:
+    missing, unreadable, for another key, or not ours."""
     try:
         header, _, body = read_regular(str(index_file), _MAX_CACHE_BYTES)[0].partition(b"\n")
         if header != _header(body):
@@ -479,10 +504,16 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
         if data["key"] != key:
             return None
         stamps = {path: _stamp(stamp) for path, stamp in data["stamps"].items()}
-        paths = list(stamps)  # in the order written: a dependency with the same stamp is a position
+        paths = list(stamps)  # in the order written: a file is a position
+        answers: dict[Asked, list[str]] = {}
+        for root, kind, word, holders in data["answers"]:
+            if not (root in roots and kind in KINDS and isinstance(word, str) and _positions(holders, len(paths))):
+                return None
+            answers[root, kind, word] = list(map(paths.__getitem__, holders))
+        asked = list(answers)
         gated: Gated = {}
-        for path, ((same, other, words), rows) in data["gated"].items():
-            if path not in stamps or not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
+        for path, ((same, other, queries), rows) in data["gated"].items():
+            if path not in stamps or not _positions(queries, len(asked)):
                 return None
             evidence: Evidence = []
             for target, line, context, steps, guessed, whole_return in rows:
@@ -498,16 +529,24 @@ def _load_index(index_file: Path, key: str) -> tuple[dict[str, Stamp | None], Ga
                 if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
                     return None
                 evidence.append(((target, line), Reach(context, parsed, guessed, whole_return)))
-            # Tens of thousands of positions a run: checked and looked up by C loops, not a generator.
-            if not isinstance(same, list) or (
-                same and not (set(map(type, same)) == {int} and min(same) >= 0 and max(same) < len(paths))
-            ):
+            if not _positions(same, len(paths)):
                 return None
             others = {dep: _stamp(stamp) for dep, stamp in other if isinstance(dep, str)}
-            gated[path] = ((frozenset(map(paths.__getitem__, same)), others, frozenset(words)), evidence)
-        return stamps, gated
+            gated[path] = (
+                (frozenset(map(paths.__getitem__, same)), others, frozenset(map(asked.__getitem__, queries))),
+                evidence,
+            )
+        return stamps, gated, answers
     except (SourceError, OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None  # missing, unreadable or not ours: rebuilt
+
+
+def _positions(value: object, length: int) -> bool:
+    """Whether `value` is a list of positions in a list of `length`. Tens of thousands a run: checked by
+    C loops, not a generator."""
+    return isinstance(value, list) and (
+        not value or (set(map(type, value)) == {int} and min(value) >= 0 and max(value) < length)
+    )
 
 
 def _stamp(value: object) -> Stamp | None:

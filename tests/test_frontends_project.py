@@ -164,10 +164,10 @@ def test_flake8_builds_the_index_once_per_run(
     builds = tmp_path / "builds"  # a line per build, appended by whichever process builds
     real = cache.collect_evidence
 
-    def counting(roots, files, jobs=1):  # noqa: ANN001, ANN202
+    def counting(roots, files, *known):  # noqa: ANN001, ANN002, ANN202
         with open(builds, "a") as handle:
             handle.write(f"{os.getpid()} {sum(len(paths) for paths in files.values())}\n")
-        return real(roots, files, jobs)
+        return real(roots, files, *known)
 
     monkeypatch.setattr(cache, "collect_evidence", counting)
     monkeypatch.chdir(project)

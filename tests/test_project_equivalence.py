@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import random
+import re
 import shutil
 import time
 
@@ -136,3 +138,41 @@ def test_a_helper_module_cpython_rejects_is_no_helper(tmp_path: pathlib.Path, ca
     assert err == ""  # loss.py was checked: no internal error
     monkeypatch.setattr(triage, "ENABLED", False)
     assert _check(capsys, str(project), "--no-cache") == rows
+
+
+def _mutated(lines: list[str], donor: list[str], rng: random.Random) -> list[str]:
+    """`lines` after one random edit: a line deleted, doubled, taken from `donor` or a name renamed."""
+    at = rng.randrange(len(lines) + 1)
+    edit = rng.choice(("delete", "double", "donor", "rename"))
+    if edit == "delete" and at < len(lines):
+        return lines[:at] + lines[at + 1 :]
+    if edit == "double" and at < len(lines):
+        return lines[: at + 1] + lines[at:]
+    if edit == "donor" and donor:
+        return lines[:at] + [rng.choice(donor)] + lines[at:]
+    names = sorted({word for line in lines for word in re.findall(r"[A-Za-z_]\w{3,}", line)})
+    if not names:
+        return lines
+    name = rng.choice(names)
+    return [line.replace(name, name + "_x") for line in lines]
+
+
+@pytest.mark.parametrize("case", PROJECT_CASES, ids=lambda case: case.id)
+def test_the_index_follows_random_edits(case, tmp_path: pathlib.Path) -> None:
+    """Edit the project's files at random, one at a time (a line deleted, doubled, copied from another
+    file, a name renamed), and after each edit the index kept in the cache, re-derived from what the
+    edit can change, is the one an uncached run derives from scratch."""
+    from flux_alias_lint import cache
+
+    project = _copy(case.folder, tmp_path)
+    paths = sorted(str(path) for path in project.rglob("*.py"))
+    rng = random.Random(case.id)
+    cache.project_reached(paths, tmp_path / "c")
+    past = time.time() - AN_HOUR_AGO
+    for edit in range(6):
+        path, donor = rng.choice(paths), rng.choice(paths)
+        lines = pathlib.Path(path).read_text().splitlines()
+        text = "\n".join(_mutated(lines, pathlib.Path(donor).read_text().splitlines(), rng)) + "\n"
+        pathlib.Path(path).write_text(text)
+        os.utime(path, (past + edit + 1, past + edit + 1))  # a new stamp, old enough to be trusted
+        assert cache.project_reached(paths, tmp_path / "c") == cache.project_reached(paths, None), (edit, path, text)

@@ -455,7 +455,7 @@ def test_an_edit_redoes_only_the_evidence_whose_searches_it_can_change(tmp_path:
     monkeypatch.setattr(
         cache,
         "collect_evidence",
-        lambda roots, files, jobs=1: collected.append(sorted(sum(files.values(), []))) or real(roots, files, jobs),
+        lambda roots, files, *known: collected.append(sorted(sum(files.values(), []))) or real(roots, files, *known),
     )
     paths = [str(path) for path in project.rglob("*.py")]
     loss = str((project / "loss.py").resolve())
@@ -473,3 +473,99 @@ def test_an_edit_redoes_only_the_evidence_whose_searches_it_can_change(tmp_path:
     assert str((project / "strategy.py").resolve()) in collected[0]
     assert [r.context for r in reached[loss].values()] == ["megatron"]
     assert reached == cache.project_reached(paths, None)  # what an uncached run finds
+
+
+PATCHED = ROOT / "fixtures" / "FAL001" / "loss_func_patched_by_a_registry"
+
+
+def test_an_edit_redoes_the_evidence_only_when_it_changes_an_answer(tmp_path: pathlib.Path, monkeypatch) -> None:
+    """A file the evidence did not parse matters to it only through its answers to the evidence's
+    queries: an edit keeping them (a file naming the patched method, still not as a patch) re-derives
+    the edited file alone; an edit changing one (that file now installs a patch) re-derives the file
+    that asked, and finds what an uncached run finds."""
+    from flux_alias_lint import cache
+
+    project = tmp_path / "sft"
+    shutil.copytree(PATCHED, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'sft'\n")
+    notes = project / "notes.py"
+    notes.write_text('"""Which loss_func runs is up to the adaptor."""\n\nSCALE = 1\n')
+    past = time.time() - 3600  # stamps the cache trusts
+    for path in project.rglob("*.py"):
+        os.utime(path, (past, past))
+    collected: list[list[str]] = []
+    real = cache.collect_evidence
+    monkeypatch.setattr(
+        cache,
+        "collect_evidence",
+        lambda roots, files, *known: collected.append(sorted(sum(files.values(), []))) or real(roots, files, *known),
+    )
+    paths = [str(path) for path in project.rglob("*.py")]
+    reached = cache.project_reached(paths, tmp_path / "c")
+    patched = str((project / "patched_losses.py").resolve())
+    assert [r.context for r in reached[patched].values()] == ["megatron"]
+
+    def edit(text: str) -> dict:
+        notes.write_text(text)
+        os.utime(notes, (past, past))
+        collected.clear()
+        return cache.project_reached(paths, tmp_path / "c")
+
+    assert edit('"""Which loss_func runs is up to the adaptor."""\n\nSCALE = 2\n') == reached
+    assert collected == [[str(notes.resolve())]]  # not sft_trainer.py, whose patches were asked for
+    installs = (
+        "from sft_trainer import SFTTrainer\n\n\ndef other_loss(input_tensor, output_tensor):\n"
+        '    return output_tensor.sum(), {"loss": output_tensor.sum().detach()}\n\n\n'
+        "SFTTrainer.loss_func = other_loss\n"
+    )
+    reached = edit(installs)
+    assert str((project / "sft_trainer.py").resolve()) in collected[0]
+    assert [r.context for r in reached[str(notes.resolve())].values()] == ["megatron"]
+    assert reached == cache.project_reached(paths, None)  # what an uncached run finds
+
+
+def test_a_file_leaving_a_search_too_wide_to_follow_redoes_the_evidence(tmp_path: pathlib.Path, monkeypatch) -> None:
+    """A forward step reaching Megatron through a parameter is what the calls pass, followed only in a
+    few files calling the function (`calls._CALLER_FILES`): with one more, none is read, so the evidence
+    depends on those files through the query's answer alone. An edit taking the call out of one of
+    them re-derives it, and the forward step is followed then."""
+    from flux_alias_lint import cache
+    from flux_alias_lint.index.calls import _CALLER_FILES
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (project / "engine.py").write_text(
+        "from megatron.core.pipeline_parallel import get_forward_backward_func\n\n\n"
+        "def drive(step, model, data):\n"
+        "    return get_forward_backward_func()(forward_step_func=step, data_iterator=data, model=model)\n"
+    )
+    (project / "loss.py").write_text((STRATEGY / "loss.py").read_text())
+    (project / "user0.py").write_text(
+        "from engine import drive\nfrom loss import loss_func\n\n\n"
+        "def step(batches, net):\n    return net(next(batches)), loss_func\n\n\n"
+        "drive(step, None, None)\n"
+    )
+    users = [project / f"user{n}.py" for n in range(1, _CALLER_FILES + 1)]
+    for user in users:
+        user.write_text("from engine import drive\n\ndrive(None, None, None)\n")
+    past = time.time() - 3600  # stamps the cache trusts
+    for path in project.rglob("*.py"):
+        os.utime(path, (past, past))
+    collected: list[list[str]] = []
+    real = cache.collect_evidence
+    monkeypatch.setattr(
+        cache,
+        "collect_evidence",
+        lambda roots, files, *known: collected.append(sorted(sum(files.values(), []))) or real(roots, files, *known),
+    )
+    paths = [str(path) for path in project.rglob("*.py")]
+    loss = str((project / "loss.py").resolve())
+    assert loss not in cache.project_reached(paths, tmp_path / "c")  # nine files call drive: none is read
+    users[0].write_text("from engine import drive\n")
+    os.utime(users[0], (past, past))
+    collected.clear()
+    reached = cache.project_reached(paths, tmp_path / "c")
+    assert str((project / "engine.py").resolve()) in collected[0]
+    assert [r.context for r in reached[loss].values()] == ["megatron"]
+    assert reached == cache.project_reached(paths, None)

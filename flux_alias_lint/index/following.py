@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
 from collections.abc import Iterable, Iterator
 
 from .handoffs import PATCH
@@ -19,6 +18,7 @@ from .nodes import body_walk, bound_names, last_name, parameters, walk_statement
 from .reach import Key, Reach, stronger
 from .resolve import Resolver
 from .symbols import Symbols
+from .texts import marked_lines
 
 
 class FollowedEvidence(Resolver):
@@ -109,14 +109,12 @@ class FollowedEvidence(Resolver):
         if owner is None or function is None:
             return
         name = function.name
-        word = name.encode()
-        # `_mentioning` read every text it gives.
-        others = (p for p in self._mentioning(owner.path, name) if p != owner.path and _marked(self._texts[p], word))
+        others = (p for p in self._marking(owner.path, name) if p != owner.path)
         for module in [owner, *map(self._module, others)]:
             if module is None:
                 continue
             # The owner's module whole; another only around the lines naming `name` as a patch would.
-            lines = None if module is owner else _marked_lines(self._texts[module.path], word)
+            lines = None if module is owner else marked_lines(self._text(module.path), name.encode())
             for inner, site in self._patch_sites(module, lines):
                 patch = _patch(site, name)
                 if patch is None:
@@ -159,32 +157,6 @@ def _walked(node: ast.AST, lines: frozenset[int] | None) -> Iterator[ast.AST]:
 def _spans(node: ast.AST, lines: frozenset[int]) -> bool:
     first, last = node.lineno, node.end_lineno or node.lineno
     return any(first <= line <= last for line in lines)
-
-
-_AFTER_MARK = re.compile(rb"""['"]|\s*=[^=]""")
-
-
-def _marked_lines(text: bytes, name: bytes) -> frozenset[int] | None:
-    """The lines of `_marks`; None when the text ends lines with a bare `\r` too (counting `\n`
-    would not give Python's line numbers)."""
-    if b"\r" in text and b"\r" in text.replace(b"\r\n", b""):
-        return None
-    return frozenset(text.count(b"\n", 0, at) + 1 for at in _marks(text, name))
-
-
-def _marked(text: bytes, name: bytes) -> bool:
-    return next(_marks(text, name), None) is not None
-
-
-def _marks(text: bytes, name: bytes) -> Iterator[int]:
-    """Where `text` names `name` as a patch may install it: an attribute assigned (`.name =`) or a
-    string (`"pkg.mod.name"`, `'name'`). Found with `bytes.find`: a pattern starting with a
-    character class would try every position of the text."""
-    at = text.find(name)
-    while at != -1:
-        if at and text[at - 1] in b".'\"" and _AFTER_MARK.match(text, at + len(name)):
-            yield at
-        at = text.find(name, at + 1)
 
 
 def _patch(node: ast.AST, name: str) -> tuple[str | ast.expr, ast.expr, str] | None:

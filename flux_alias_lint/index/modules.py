@@ -1,9 +1,9 @@
 """The project's modules as the index reads them: parsed once each, with what each file's evidence read.
 
-A file's evidence depends on every other file read to resolve it (`depends_on`) and on the words it
-searched the project's texts for (`searched`): a later run re-derives only the files whose own text
-or whose dependencies changed, or another of whose files now holds such a word
-(`cache.project_reached`).
+A file's evidence depends on every other file parsed to resolve it (`depends_on`) and, for the rest of
+the project, on the answers to what it asked of their texts (`searched`, `texts.py`): a later run
+re-derives only the files whose own text or whose dependencies changed, or whose queries an edited
+file now answers differently (`cache.project_reached`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from __future__ import annotations
 import ast
 import os
 import warnings
+from collections.abc import Mapping, Sequence
 
 from ..source import SourceError, read_bytes
 from .files import python_files
 from .reach import Found
 from .symbols import Symbols
+from .texts import HOLDS, MARKS, Asked, answer
 
 
 class Modules(Found):
@@ -25,11 +27,18 @@ class Modules(Found):
         super().__init__()
         self.roots = roots
         self.depends_on: dict[str, set[str]] = {}
-        self.searched: dict[str, set[str]] = {}  # the words each file's evidence searched the project for
+        self.searched: dict[str, set[Asked]] = {}  # the queries each file's evidence asked of the project
+        self.answers: dict[Asked, list[str]] = {}  # the files of a root answering a query (`_asking`)
+        self.asked: set[Asked] = set()  # the queries of `answers` this index answered itself
         self._parsed: dict[str, Symbols | None] = {}
-        self._project_files: dict[str, list[str]] = {}  # every file of a root, for `_callers` (files may be a part)
-        self._mentions: dict[tuple[str, str], list[str]] = {}  # `_mentioning`
-        self._texts: dict[str, bytes] = {}  # every file's text, by path, once `_mentioning` read its root
+        self._project_files: dict[str, list[str]] = {}  # every file of a root (the files collected may be a part)
+        self._texts: dict[str, bytes] = {}  # the texts read, by path
+
+    def _know(self, listing: Mapping[str, Sequence[str]], answers: Mapping[Asked, list[str]]) -> None:
+        """What the caller knows already: every file of each root, the answers of a previous run that
+        hold still (`cache.project_reached`)."""
+        self._project_files.update((root, list(files)) for root, files in listing.items())
+        self.answers.update(answers)
 
     def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
         if self._current is not None and path != self._current:
@@ -50,25 +59,47 @@ class Modules(Found):
         return module
 
     def _mentioning(self, path: str, word: str) -> list[str]:
-        """The files of `path`'s project whose text holds `word`. The evidence being collected depends
-        on each of them and on `word` (`searched`): another file's change matters to it only if that
-        file's new text holds the word."""
+        """The files of `path`'s project whose text holds `word`."""
+        return self._asking(path, HOLDS, word)
+
+    def _marking(self, path: str, name: str) -> list[str]:
+        """The files of `path`'s project whose text names `name` where a patch may install a function."""
+        return self._asking(path, MARKS, name)
+
+    def _asking(self, path: str, kind: str, word: str) -> list[str]:
+        """The files of `path`'s project answering `(kind, word)` yes, in the project's file order. The
+        evidence being collected depends on the answers (`searched`), not on the files: another file's
+        change matters to it only if that file's answer changes."""
         root = next((r for r in self.roots if path == r or path.startswith(r + os.sep)), None)
         if root is None:  # one module on its own (stdin, the Python API): nothing else is read
             return []
-        if root not in self._project_files:
-            self._project_files[root] = list(python_files(root))
-            self._texts.update((f, text_of(f)) for f in self._project_files[root])  # read once, searched for each word
-        key = (root, word)
-        if key not in self._mentions:
-            needle = word.encode()
-            texts = self._texts
-            self._mentions[key] = [f for f in self._project_files[root] if needle in texts[f]]
-        mentions = self._mentions[key]
+        key = (root, kind, word)
+        found = self.answers.get(key)
+        if found is None:
+            if root not in self._project_files:
+                self._project_files[root] = list(python_files(root))
+            # A file that names a patch holds its name: only those are asked.
+            files = self._project_files[root] if kind == HOLDS else self._asking_quietly(root, HOLDS, word)
+            found = self.answers[key] = [f for f in files if answer(kind, word, self._text(f))]
+            self.asked.add(key)
         if self._current is not None:
-            self.depends_on[self._current].update(f for f in mentions if f != self._current)
-            self.searched[self._current].add(word)
-        return mentions
+            self.searched[self._current].add(key)
+        return found
+
+    def _asking_quietly(self, root: str, kind: str, word: str) -> list[str]:
+        """`_asking` without making the evidence being collected depend on the answer."""
+        current, self._current = self._current, None
+        try:
+            return self._asking(root, kind, word)
+        finally:
+            self._current = current
+
+    def _text(self, path: str) -> bytes:
+        """The file's text, read once."""
+        text = self._texts.get(path)
+        if text is None:
+            text = self._texts[path] = text_of(path)
+        return text
 
 
 def text_of(path: str) -> bytes:

@@ -25,37 +25,52 @@ from .in_place import InPlaceEvidence
 from .modules import text_of
 from .reach import Evidence
 from .schedule import ScheduleEvidence
+from .texts import Asked
 
 # Below this many files, forking workers for the index costs more than it saves.
 _FORK_FILES = 256
 
 
-Collected = tuple[dict[str, Evidence], dict[str, set[str]], dict[str, set[str]]]
+# Each file's evidence, the files it parsed and the queries it asked of the rest; the answers found.
+Collected = tuple[dict[str, Evidence], dict[str, set[str]], dict[str, set[Asked]], dict[Asked, list[str]]]
 
 
-def collect_evidence(roots: Sequence[str], files: Mapping[str, Sequence[str]], jobs: int = 1) -> Collected:
-    """`ProjectIndex(roots, files)`'s `evidence`, `depends_on` and `searched`. Each file's are its own
-    (what it resolves against is read whatever else is collected), so `jobs` forked processes collect a
-    share of the files each: the index is most of what a cold run does before checking any file."""
+def collect_evidence(
+    roots: Sequence[str],
+    files: Mapping[str, Sequence[str]],
+    jobs: int = 1,
+    listing: Mapping[str, Sequence[str]] | None = None,
+    answers: Mapping[Asked, list[str]] | None = None,
+) -> Collected:
+    """`ProjectIndex(roots, files)`'s `evidence`, `depends_on`, `searched` and the answers it found to
+    queries not in `answers` (the known ones; `listing`: every file of each root). Each file's are its
+    own (what it resolves against is read whatever else is collected), so `jobs` forked processes
+    collect a share of the files each: the index is most of what a cold run does before checking any file."""
     count = sum(len(paths) for paths in files.values())
+    collect = functools.partial(_collected, roots, listing=listing or {}, answers=answers or {})
     if jobs <= 1 or count < _FORK_FILES or sys.platform != "linux":
-        return _collected(roots, files)
+        return collect(files)
     shares = [{root: list(paths[k::jobs]) for root, paths in files.items()} for k in range(jobs)]
     evidence: dict[str, Evidence] = {}
     depends_on: dict[str, set[str]] = {}
-    searched: dict[str, set[str]] = {}
+    searched: dict[str, set[Asked]] = {}
+    found: dict[Asked, list[str]] = {}
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        for found, deps, words in pool.map(functools.partial(_collected, roots), shares):
-            evidence.update(found)
-            depends_on.update(deps)
-            searched.update(words)
-    return evidence, depends_on, searched
+        for part in pool.map(collect, shares):
+            for whole, share in zip((evidence, depends_on, searched, found), part, strict=True):
+                whole.update(share)
+    return evidence, depends_on, searched, found
 
 
-def _collected(roots: Sequence[str], files: Mapping[str, Sequence[str]]) -> Collected:
+def _collected(
+    roots: Sequence[str],
+    files: Mapping[str, Sequence[str]],
+    listing: Mapping[str, Sequence[str]],
+    answers: Mapping[Asked, list[str]],
+) -> Collected:
     with collections_paused():
-        index = ProjectIndex(roots, files)
-        found = index.evidence, index.depends_on, index.searched
+        index = ProjectIndex(roots, files, listing, answers)
+        found = index.evidence, index.depends_on, index.searched, {key: index.answers[key] for key in index.asked}
         # Freed while the collector is off: it would walk all of the index's trees once more before.
         del index
     return found
@@ -65,13 +80,20 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
     """Contexts of the functions in one or more projects, by (real path, def line).
 
     Each file's evidence is also kept apart (`evidence`, for the files the gate let through), with
-    the other files read to resolve it (`depends_on`) and the words it searched the project for
+    the other files parsed to resolve it (`depends_on`) and the queries it asked of the project's texts
     (`searched`): a later run re-derives only the files whose own text or whose dependencies changed,
-    or another of whose files now holds such a word (`cache.project_reached`), and `merged` puts the
+    or whose queries an edited file now answers differently (`cache.project_reached`), and `merged` puts the
     pieces together exactly as one run over every file would."""
 
-    def __init__(self, roots: Iterable[str], files: Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(
+        self,
+        roots: Iterable[str],
+        files: Mapping[str, Sequence[str]] | None = None,
+        listing: Mapping[str, Sequence[str]] | None = None,
+        answers: Mapping[Asked, list[str]] | None = None,
+    ) -> None:
         super().__init__(sorted(set(roots)))
+        self._know(listing or {}, answers or {})
         self._files = {root: list(files[root]) if files else list(python_files(root)) for root in self.roots}
         for root in self.roots:
             for path in self._files[root]:
