@@ -108,7 +108,8 @@ def test_a_host_finding_is_answered_by_the_caches_too(tmp_path: Path) -> None:
     (project / ".git").mkdir()
     _age(project)
     cold, warm = _cold_then_warm(project, tmp_path / "cache")
-    assert set(_NOT_WARM) <= set(cold) and warm == []
+    # A project this small is indexed and checked in one process: no workers, cold or warm.
+    assert set(_NOT_WARM) - {"multiprocessing"} <= set(cold) and warm == []
 
 
 def _stale_mtime(path: Path) -> None:

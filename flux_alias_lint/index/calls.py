@@ -55,7 +55,8 @@ class Calls(Classes):
     ) -> Iterator[tuple[Symbols, list[ast.AST], ast.Call, ast.expr]]:
         """The calls of `scope[-1]` passing something as its `parameter`: (the caller's module, the
         scope of the call, the call, what it passes). Other files are searched only in a project on
-        disk (not for stdin): every file is read for them, so each is a dependency of this evidence.
+        disk (not for stdin), by the words naming the function (`_caller_files`): the evidence depends
+        on the files answering and on those it then reads.
         `bounded` (a parameter followed while resolving a value): a method's calls only where their
         receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
         called all over the project, `training_step(`, is not followed: as the summaries' bounds).

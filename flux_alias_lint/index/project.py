@@ -12,7 +12,6 @@ loss returned whole), and callers rescaling in place a loss they unpack or get w
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -55,6 +54,8 @@ def collect_evidence(
     depends_on: dict[str, set[str]] = {}
     searched: dict[str, set[Asked]] = {}
     found: dict[Asked, list[str]] = {}
+    import multiprocessing  # only when workers are started: a pre-commit run's few files need none
+
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for part in pool.map(collect, shares):
             for whole, share in zip((evidence, depends_on, searched, found), part, strict=True):
