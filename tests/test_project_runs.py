@@ -433,6 +433,24 @@ def test_a_warm_run_stats_each_file_of_the_cached_index_once(tmp_path: pathlib.P
     assert sorted(stamped) == sorted(files)
 
 
+def _aged_and_watched(project: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[list[str]], float]:
+    """Stamps the cache trusts on every file of `project` (an hour old), and the files each collection
+    of the index re-derives, appended as it happens: (that list, the stamps' time)."""
+    from flux_alias_lint import cache
+
+    past = time.time() - 3600
+    for path in project.rglob("*.py"):
+        os.utime(path, (past, past))
+    collected: list[list[str]] = []
+    real = cache.collect_evidence
+    monkeypatch.setattr(
+        cache,
+        "collect_evidence",
+        lambda roots, files, *known: collected.append(sorted(sum(files.values(), []))) or real(roots, files, *known),
+    )
+    return collected, past
+
+
 def test_an_edit_redoes_only_the_evidence_whose_searches_it_can_change(tmp_path: pathlib.Path, monkeypatch) -> None:
     """A gated file depends on the files its searches of the project found and on the words it
     searched for: an edit elsewhere re-derives that file alone (a pre-commit run), an edit giving
@@ -447,16 +465,7 @@ def test_an_edit_redoes_only_the_evidence_whose_searches_it_can_change(tmp_path:
     call = "self.strategy.forward_step(batch=batch, forward_func=loss_func)"
     worker.write_text(original.replace(call, "None"))  # no caller of the strategy at all
     (project / "util.py").write_text("SCALE = 1\n")
-    past = time.time() - 3600  # stamps the cache trusts
-    for path in project.rglob("*.py"):
-        os.utime(path, (past, past))
-    collected: list[list[str]] = []
-    real = cache.collect_evidence
-    monkeypatch.setattr(
-        cache,
-        "collect_evidence",
-        lambda roots, files, *known: collected.append(sorted(sum(files.values(), []))) or real(roots, files, *known),
-    )
+    collected, past = _aged_and_watched(project, monkeypatch)
     paths = [str(path) for path in project.rglob("*.py")]
     loss = str((project / "loss.py").resolve())
     reached = cache.project_reached(paths, tmp_path / "c")
@@ -490,16 +499,7 @@ def test_an_edit_redoes_the_evidence_only_when_it_changes_an_answer(tmp_path: pa
     (project / "pyproject.toml").write_text("[project]\nname = 'sft'\n")
     notes = project / "notes.py"
     notes.write_text('"""Which loss_func runs is up to the adaptor."""\n\nSCALE = 1\n')
-    past = time.time() - 3600  # stamps the cache trusts
-    for path in project.rglob("*.py"):
-        os.utime(path, (past, past))
-    collected: list[list[str]] = []
-    real = cache.collect_evidence
-    monkeypatch.setattr(
-        cache,
-        "collect_evidence",
-        lambda roots, files, *known: collected.append(sorted(sum(files.values(), []))) or real(roots, files, *known),
-    )
+    collected, past = _aged_and_watched(project, monkeypatch)
     paths = [str(path) for path in project.rglob("*.py")]
     reached = cache.project_reached(paths, tmp_path / "c")
     patched = str((project / "patched_losses.py").resolve())
@@ -549,16 +549,7 @@ def test_a_file_leaving_a_search_too_wide_to_follow_redoes_the_evidence(tmp_path
     users = [project / f"user{n}.py" for n in range(1, _CALLER_FILES + 1)]
     for user in users:
         user.write_text("from engine import drive\n\ndrive(None, None, None)\n")
-    past = time.time() - 3600  # stamps the cache trusts
-    for path in project.rglob("*.py"):
-        os.utime(path, (past, past))
-    collected: list[list[str]] = []
-    real = cache.collect_evidence
-    monkeypatch.setattr(
-        cache,
-        "collect_evidence",
-        lambda roots, files, *known: collected.append(sorted(sum(files.values(), []))) or real(roots, files, *known),
-    )
+    collected, past = _aged_and_watched(project, monkeypatch)
     paths = [str(path) for path in project.rglob("*.py")]
     loss = str((project / "loss.py").resolve())
     assert loss not in cache.project_reached(paths, tmp_path / "c")  # nine files call drive: none is read
