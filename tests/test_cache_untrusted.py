@@ -289,10 +289,9 @@ def test_the_fingerprint_reads_every_module_of_the_tool(monkeypatch: pytest.Monk
     assert any(path.parent.name == "analysis" for path in read)
 
 
-@pytest.mark.parametrize("same", [[9], [-1], [True], ["0"], [0.0], [[0]], "0", {}, None], ids=json.dumps)
-def test_forged_index_dependency_positions_are_rebuilt(tmp_path: Path, same: object) -> None:
-    """The project index lists a gated file's dependencies as positions in its stamps: a position
-    that is out of range or not an int discards the cached index (rebuilt), never a traceback."""
+def _indexed(tmp_path: Path) -> tuple[tuple[int, str, str], Path, Any]:
+    """A project whose gated file depends on another by its position, checked with a cache: (what an
+    uncached run reports, the cached index file, its document)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "bug.py").write_text(BUG)
@@ -304,15 +303,46 @@ def test_forged_index_dependency_positions_are_rebuilt(tmp_path: Path, same: obj
         os.utime(path, (st.st_atime - AN_HOUR_AGO, st.st_mtime - AN_HOUR_AGO))
     expected = _run(tmp_path, "--no-cache")
     assert '"context": "megatron"' in expected[1]
-    cache_dir = tmp_path / "cache"
-    assert _run(tmp_path, "--cache-dir", str(cache_dir)) == expected
-    index_file = cache_dir / "index.json"
-    good = _read(index_file)
+    assert _run(tmp_path, "--cache-dir", str(tmp_path / "cache")) == expected
+    index_file = tmp_path / "cache" / "index.json"
+    return expected, index_file, _read(index_file)
+
+
+@pytest.mark.parametrize("same", [[9], [-1], [True], ["0"], [0.0], [[0]], "0", {}, None], ids=json.dumps)
+def test_forged_index_dependency_positions_are_rebuilt(tmp_path: Path, same: object) -> None:
+    """The project index lists a gated file's dependencies as positions in its stamps: a position
+    that is out of range or not an int discards the cached index (rebuilt), never a traceback."""
+    expected, index_file, good = _indexed(tmp_path)
     ((dependencies, _),) = good["gated"].values()
     assert dependencies[0], "the gated file depends on the other file by its position"
     forged = copy.deepcopy(good)
     for record in forged["gated"].values():
         record[0][0] = same
     _write(index_file, forged)
-    assert _run(tmp_path, "--cache-dir", str(cache_dir)) == expected
+    assert _run(tmp_path, "--cache-dir", str(tmp_path / "cache")) == expected
+    assert _read(index_file) == good  # rebuilt
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda answers, gated: answers[0][3].append(99),  # a file that is not the project's
+        lambda answers, gated: answers[0].__setitem__(1, "sounds"),  # a kind of query there is not
+        lambda answers, gated: answers[0].__setitem__(0, "/elsewhere"),  # another project's query
+        lambda answers, gated: answers[0].__setitem__(2, 7),  # a word that is not a string
+        lambda answers, gated: answers.append(["/elsewhere"]),  # a row of another shape
+        lambda answers, gated: gated[2].append(len(answers)),  # a query the table does not hold
+    ],
+    ids=["file", "kind", "root", "word", "shape", "query"],
+)
+def test_forged_index_answers_are_rebuilt(tmp_path: Path, forge: Callable[[list, list], None]) -> None:
+    """The index keeps which files answer each query the evidence asked, by position, and each gated
+    file's queries as positions in that table: anything else discards it (rebuilt), never a traceback."""
+    expected, index_file, good = _indexed(tmp_path)
+    assert good["answers"], "the evidence asked the project's texts"
+    forged = copy.deepcopy(good)
+    ((dependencies, _),) = forged["gated"].values()
+    forge(forged["answers"], dependencies)
+    _write(index_file, forged)
+    assert _run(tmp_path, "--cache-dir", str(tmp_path / "cache")) == expected
     assert _read(index_file) == good  # rebuilt
