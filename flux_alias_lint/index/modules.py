@@ -73,33 +73,33 @@ class Modules(Found):
         root = next((r for r in self.roots if path == r or path.startswith(r + os.sep)), None)
         if root is None:  # one module on its own (stdin, the Python API): nothing else is read
             return []
+        if self._current is not None:
+            self.searched[self._current].add((root, kind, word))
+        return self._answered(root, kind, word)
+
+    def _answered(self, root: str, kind: str, word: str) -> list[str]:
+        """`_asking`'s answer, known or found (and then in `asked`)."""
         key = (root, kind, word)
         found = self.answers.get(key)
         if found is None:
             if root not in self._project_files:
                 self._project_files[root] = list(python_files(root))
             # A file that names a patch holds its name: only those are asked.
-            files = self._project_files[root] if kind == HOLDS else self._asking_quietly(root, HOLDS, word)
+            files = self._project_files[root] if kind == HOLDS else self._answered(root, HOLDS, word)
             found = self.answers[key] = [f for f in files if answer(kind, word, self._text(f))]
             self.asked.add(key)
-        if self._current is not None:
-            self.searched[self._current].add(key)
         return found
-
-    def _asking_quietly(self, root: str, kind: str, word: str) -> list[str]:
-        """`_asking` without making the evidence being collected depend on the answer."""
-        current, self._current = self._current, None
-        try:
-            return self._asking(root, kind, word)
-        finally:
-            self._current = current
 
     def _text(self, path: str) -> bytes:
         """The file's text, read once."""
         text = self._texts.get(path)
         if text is None:
-            text = self._texts[path] = text_of(path)
+            text = self._texts[path] = self._read_text(path)
         return text
+
+    def _read_text(self, path: str) -> bytes:
+        """A file's text from the disk (b"": unreadable); the escape analysis reads from its store."""
+        return text_of(path)
 
 
 def text_of(path: str) -> bytes:

@@ -133,7 +133,6 @@ class References(Resolver):
         self._path = path
         self._trees: dict[int, _Tree] = {}
         self._bound_names: dict[int, set[str]] = {}
-        self._texts: dict[str, bytes] = {}
         self._words: dict[str, dict[str, set[str]]] = {}  # the store's, once this analysis saw it is current
         self._shared = _STORES.setdefault(tuple(roots), _Store()) if roots else _Store()
         self._stamps: dict[str, Stamp | None] = {}  # each file's, asked once by this analysis
@@ -223,7 +222,7 @@ class References(Resolver):
 
     def _imports_module(self, path: str, module: Symbols) -> bool:
         """Whether the text of `path` imports `module` itself (`import a.b`, `from a import b`)."""
-        text = self._texts[path]
+        text = self._text(path)
         stem = os.path.splitext(os.path.basename(module.path))[0]
         last = (os.path.basename(os.path.dirname(module.path)) if stem == "__init__" else stem).encode()
         for names in _IMPORT.findall(text):
@@ -324,7 +323,7 @@ class References(Resolver):
         names = [cls.name]
         for name in names:  # grows as subclasses are found
             for path in self._candidates(module.path, (name,)):
-                for subclass, bases in _CLASS.findall(self._texts[path]):
+                for subclass, bases in _CLASS.findall(self._text(path)):
                     found = subclass.decode()
                     if re.search(rb"\b" + re.escape(name.encode()) + rb"\b", bases) and found not in names:
                         names.append(found)
@@ -528,7 +527,7 @@ class References(Resolver):
 
     def _from_imports(self, path: str) -> list[tuple[bytes, bytes, bytes]]:
         """`_FROM_IMPORT` read from the text of `path`, kept with that text in the store."""
-        text = self._texts[path] if path in self._texts else self._text(path)
+        text = self._text(path)
         stored = self._shared.imports.get(path)
         if stored is None or stored[0] is not text:
             stored = self._shared.imports[path] = text, _FROM_IMPORT.findall(text)
@@ -538,15 +537,14 @@ class References(Resolver):
         """The files holding `word`: from the process's store while no file of the project changed."""
         words = self._words.get(root)
         if words is None:
-            for other in files:
-                if other not in self._texts:
-                    self._texts[other] = self._text(other)
+            for other in files:  # each read, and so stamped, before the snapshot below
+                self._text(other)
             stamps = {f: self._stamps[f] for f in files}
             if self._shared.snapshot.get(root) != stamps:
                 self._shared.snapshot[root], self._shared.words[root] = stamps, {}
             words = self._words[root] = self._shared.words[root]
         if word not in words:
-            words[word] = {f for f in files if word.encode() in self._texts[f]}
+            words[word] = {f for f in files if word.encode() in self._text(f)}
         return words[word]
 
     def _module(self, path: str, data: bytes | None = None) -> Symbols | None:
@@ -569,7 +567,8 @@ class References(Resolver):
             self._shared.parsed[path] = stamp, module
         return module
 
-    def _text(self, path: str) -> bytes:
+    def _read_text(self, path: str) -> bytes:
+        """`Modules._read_text`, from the process's store where the file is as it was read."""
         stamp = self._stamp_of(path)
         stored = self._shared.texts.get(path)
         if stored is not None and stamp is not None and stored[0] == stamp:
