@@ -30,7 +30,7 @@ from .config import (
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
 from .finding import ERROR
 from .gitignore import GitIgnore
-from .index.files import real_path
+from .index.files import real_path, run_given
 from .index.reach import ESCAPES, Reaches
 from .output import FORMATTERS, format_fixes, format_statistics, summary
 from .parallel import check_files, default_jobs
@@ -52,6 +52,7 @@ from .source import DEFAULT_MAX_FILE_SIZE, SourceError, decode, read_bytes
 
 if TYPE_CHECKING:
     from .harness.verify import Settings as Scenario
+    from .harness.verify import Verdict
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERNAL = 3  # `verify` only, as pytest's: an exception escaped the harness (a bug in flux-alias-lint)
@@ -204,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
         "default: as the project sets it with a literal (calculate_per_token_loss=True, an assertion), else off",
     )
     verify.add_argument("--output-format", "--format", choices=("text", "json"), default="text", dest="output_format")
+    verify.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="read the source from stdin as the file PATH (its project, its settings)",
+    )
     _add_file_options(verify)
 
     server = commands.add_parser(
@@ -312,7 +318,8 @@ def _main(argv: Sequence[str] | None) -> int:
             args.command_parser.error("--all prints every rule: it cannot be combined with a rule")
         return _rule(args.code, args.all)
     if args.command == "callgraph":
-        return _callgraph(args.path)
+        with run_given([args.path]):
+            return _callgraph(args.path)
     if args.command == "server":
         try:
             from .server import serve
@@ -325,14 +332,25 @@ def _main(argv: Sequence[str] | None) -> int:
             return EXIT_ERROR
         return serve(args.debounce)
     try:
-        if args.command == "explain":
-            from .explain import explain
+        with run_given(_given(args)):
+            if args.command == "explain":
+                from .explain import explain
 
-            return explain(args.target, _Settings(args).selection)
-        return _verify(args) if args.command == "verify" else _check(args)
+                return explain(args.target, _Settings(args).selection)
+            return _verify(args) if args.command == "verify" else _check(args)
     except ConfigError as exc:
         print(f"flux-alias-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _given(args: argparse.Namespace) -> list[str]:
+    """The paths the command line gives: the project of a file no marker places (`index/files.py`).
+    Stdin stands for the file it is named after."""
+    if args.command == "explain":
+        return [args.target.rpartition(":")[0]]
+    if args.paths in ([], ["-"]):
+        return [args.stdin_filename] if args.stdin_filename else [] if args.paths else ["."]
+    return args.paths
 
 
 def _callgraph(path: str) -> int:
@@ -582,9 +600,12 @@ def _decided_elsewhere(files: list[str], settings: _Settings, reached: Mapping[s
 
 
 def _verify(args: argparse.Namespace) -> int:
+    args.stdin = args.paths == ["-"] or (not args.paths and args.stdin_filename is not None)
     args.paths = args.paths or ["."]
     if "-" in args.paths and len(args.paths) > 1:
         raise ConfigError("`-` (read stdin) cannot be combined with other paths")
+    if args.stdin_filename is not None and not args.stdin:
+        raise ConfigError("--stdin-filename names the source read from stdin; it cannot be combined with paths")
     settings = _Settings(args)
     try:
         from .harness.verify import Settings
@@ -618,12 +639,14 @@ def _one_line(exc: BaseException) -> str:
 def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scenario, internal: list[str]) -> int:
     """Verify every file; an exception escaping the harness on one file is noted in ``internal`` (that file's
     findings are left out) and the others still run."""
-    from .harness.verify import print_verdicts, verify_file
+    from .harness.verify import verify_file
     from .index.project import ProjectIndex
 
-    files, errors = (["-"], []) if args.paths == ["-"] else settings.files()
+    if args.stdin:
+        return _verify_stdin(args, settings, scenario)
+    files, errors = settings.files()
     reached = ProjectIndex.for_paths(files).reached_by_path()  # the findings `check` reports, with their context
-    if files != ["-"]:  # `check` first, in parallel: only files with findings are probed
+    if files:  # `check` first, in parallel: only files with findings are probed
         groups: dict[Selection, list[str]] = {}
         for path in files:
             groups.setdefault(settings.selection(path), []).append(path)
@@ -642,6 +665,28 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
         verdicts.extend(found)
         if error:
             errors.append(error)
+    return _verdicts_reported(args, scenario, verdicts, errors)
+
+
+def _verify_stdin(args: argparse.Namespace, settings: _Settings, scenario: Scenario) -> int:
+    """`verify` of stdin's text, standing for the file --stdin-filename names as `check` has it
+    (`_stdin_reaches`); without a name, the evidence in the text alone."""
+    from .harness.verify import verify_file
+
+    path = args.stdin_filename or "-"
+    data = sys.stdin.buffer.read()
+    try:
+        reaches = _stdin_reaches(args.stdin_filename, decode(data, path).text, None)  # as `verify`'s index: no cache
+    except SourceError:
+        reaches = None  # verify_file reports why the text cannot be checked
+    selection = settings.selection(path if args.stdin_filename else "stdin.py")
+    verdicts, error = verify_file(path, selection, scenario, reaches, data)
+    return _verdicts_reported(args, scenario, verdicts, [error] if error else [])
+
+
+def _verdicts_reported(args: argparse.Namespace, scenario: Scenario, verdicts: list[Verdict], errors: list[str]) -> int:
+    from .harness.verify import print_verdicts
+
     for line in errors:
         print(f"flux-alias-lint: error: {line}", file=sys.stderr)
     print_verdicts(verdicts, scenario, args.output_format)
@@ -685,7 +730,9 @@ def _check_stdin(args: argparse.Namespace, settings: _Settings) -> FileResult:
         return unchecked(SourceError(path, f"cannot read stdin: {exc.strerror or exc}"), selection)
     try:
         source = decode(data, path)
-        result, text = lint_source(source, selection, _mode(args))
+        cache = None if args.no_cache or path == "-" else settings.cache_dir(path)
+        reaches = _stdin_reaches(args.stdin_filename, source.text, cache, args.jobs or default_jobs())
+        result, text = lint_source(source, selection, _mode(args), reaches)
         fixed = source.encode(text)
     except SourceError as exc:
         result, fixed = unchecked(exc, selection), data
@@ -693,6 +740,17 @@ def _check_stdin(args: argparse.Namespace, settings: _Settings) -> FileResult:
         sys.stdout.buffer.write(fixed)  # an editor replaces the buffer with this: unchanged if unfixable
         sys.stdout.flush()
     return result
+
+
+def _stdin_reaches(path: str | None, text: str, cache: Path | None, jobs: int = 1) -> Reaches | None:
+    """Who rescales the loss of each function of stdin's text, standing for the file `path` (the
+    --stdin-filename): that file's answer in the index of its project, as `check FILE` has it (and the
+    text's own evidence where it is not the saved file's). None without a name: the text alone."""
+    if path is None:
+        return None
+    from .index.project import reaches_of_text
+
+    return reaches_of_text(path, text, project_reached([path], cache, jobs))
 
 
 def _report(args: argparse.Namespace, results: list[FileResult], errors: list[str], settings: _Settings) -> int:

@@ -31,15 +31,15 @@ from . import __version__
 from .cache import CACHE_DIR_NAME, project_reached
 from .config import ConfigError, Resolver, selection_for
 from .finding import ERROR, Finding
-from .index.files import project_root
-from .index.project import ProjectIndex
+from .index.files import given, project_root
+from .index.project import reaches_of_text
 from .index.reach import Reaches
 from .lint import check_source
 from .output import context_note
 from .parallel import default_jobs
 from .runner import analysis_limit, unchecked
 from .selection import UNREACHED_MODES, Selection
-from .source import SourceError, saved_text, too_large
+from .source import SourceError, too_large
 
 Reached = Mapping[str, Reaches]  # the project index: real path -> def line -> who rescales its loss
 
@@ -69,6 +69,8 @@ class Flake8Plugin:
         cls.unreached = options.fal_unreached
         cls.from_stdin = "-" in options.filenames
         cls._indexes = {}
+        # As `check`'s paths: the project of a file no marker places; stdin stands for the file it is named after.
+        given([options.stdin_display_name if path == "-" else path for path in options.filenames or ["."]])
         try:
             cls._resolver = Resolver(None, Path.cwd())
             for path in options.filenames or ["."]:  # flake8 checks "." when given nothing
@@ -135,7 +137,6 @@ class Flake8Plugin:
         `check_source` reads it."""
         if not os.path.isfile(path):
             return None
-        reached = self._reached(path).get(os.path.realpath(path), {})
-        if not self.from_stdin or saved_text(path) == text:
-            return reached
-        return {**reached, **ProjectIndex.of_source(text, path).reached_by_path().get(path, {})}
+        if self.from_stdin:
+            return reaches_of_text(path, text, self._reached(path))
+        return self._reached(path).get(os.path.realpath(path), {})

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from lsprotocol import types
+from pygls import uris
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
@@ -30,8 +31,8 @@ from . import __version__
 from .cache import CACHE_DIR_NAME, project_reached
 from .config import ConfigError, Resolver, selection_for
 from .finding import Finding
-from .index.files import project_root
-from .index.project import ProjectIndex
+from .index.files import folders_given, project_root
+from .index.project import reaches_of_text
 from .index.reach import Reaches
 from .lint import check_text, fix_text
 from .noqa import comment_lines, noqa_line, with_noqa
@@ -39,7 +40,7 @@ from .output import context_note
 from .rules import UNCHECKED
 from .runner import unchecked
 from .selection import Selection
-from .source import SourceError, SourceFile, saved_text
+from .source import SourceError, SourceFile
 
 NAME = "flux-alias-lint"
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.{NAME}"  # source.fixAll.flux-alias-lint
@@ -63,6 +64,12 @@ class FluxServer(LanguageServer):
 
     async def run(self, function: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.worker, function, *args)
+
+    def given_workspace(self) -> None:
+        """The workspace's folders are what a command line's paths are to `check`: the project of a
+        file no marker places (`index/files.py`). Asked again when the client opens and on each save."""
+        folders = [uris.to_fs_path(folder.uri) for folder in self.workspace.folders.values()]
+        folders_given(f for f in (self.workspace.root_path, *folders) if f)
 
     async def index(self, path: str) -> Reached:
         """The index of the project `path` is in, built once until a file of it is saved."""
@@ -113,23 +120,12 @@ def _selection(path: str) -> Selection:
     return selection_for(Resolver(None, Path(project_root(path)))(path), path)
 
 
-def _reaches(source: SourceFile, reached: Reached) -> Reaches:
-    """Who rescales the loss of each function in `source`: the project index's answer (from the
-    files as saved, `check`'s), and for an unsaved text the evidence in it on top (its lines as they
-    are now)."""
-    indexed = reached.get(os.path.realpath(source.path), {})
-    if saved_text(source.path) == source.text:
-        return indexed
-    own = ProjectIndex.of_source(source.text, source.path).reached_by_path().get(source.path, {})
-    return {**indexed, **own}
-
-
 def lint_document(path: str, text: str, reached: Reached) -> list[Finding]:
     """What `check` reports for the text, with the severity its config's `unreached` gives (hidden
     where it says "ignore"); a document that does not parse is one FAL000."""
     source, selection = SourceFile(path, text, "utf-8"), _selection(path)
     try:
-        found = check_text(source, selection, reaches=_reaches(source, reached))[0]
+        found = check_text(source, selection, reaches=reaches_of_text(path, text, reached))[0]
     except SourceError as exc:
         return unchecked(exc, selection).findings
     except RecursionError:
@@ -141,7 +137,7 @@ def fix_document(path: str, text: str, reached: Reached) -> str:
     """What `check --fix` writes for the text; the text itself if it cannot be fixed."""
     source = SourceFile(path, text, "utf-8")
     try:
-        return fix_text(source, _selection(path), _reaches(source, reached)).text
+        return fix_text(source, _selection(path), reaches_of_text(path, text, reached)).text
     except (SourceError, RecursionError):
         return text
 
@@ -235,6 +231,10 @@ def _quick_fixes(document: TextDocument, diagnostics: Sequence[types.Diagnostic]
 def create_server(debounce: float = DEFAULT_DEBOUNCE) -> FluxServer:
     server = FluxServer(debounce)
 
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: FluxServer, params: types.InitializedParams) -> None:
+        ls.given_workspace()
+
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: FluxServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.schedule(params.text_document.uri, 0)
@@ -247,6 +247,7 @@ def create_server(debounce: float = DEFAULT_DEBOUNCE) -> FluxServer:
     def did_save(ls: FluxServer, params: types.DidSaveTextDocumentParams) -> None:
         # The saved text may hand a loss function to Megatron (or stop): rebuild the project's
         # index and relint every open document of the project against it.
+        ls.given_workspace()  # and a marker added meanwhile is seen
         root = project_root(ls.workspace.get_text_document(params.text_document.uri).path)
         ls.indexes.pop(root, None)
         for uri, document in ls.workspace.text_documents.items():

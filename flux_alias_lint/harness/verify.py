@@ -24,7 +24,6 @@ import heapq
 import itertools
 import json
 import re
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -817,12 +816,12 @@ def _verify_source(
 
 
 def verify_file(
-    path: str, selection: Selection, settings: Settings, reaches: Reaches | None = None
+    path: str, selection: Selection, settings: Settings, reaches: Reaches | None = None, data: bytes | None = None
 ) -> tuple[list[Verdict], str | None]:
-    """Verdicts for one file (``-``: stdin), or the one-line reason it could not be checked. A file
-    that cannot be read, decoded or parsed is an unconfirmed FAL000, as `check` reports it."""
+    """Verdicts for one file (`data`: its text read elsewhere, stdin's), or the one-line reason it could
+    not be checked. A file that cannot be read, decoded or parsed is an unconfirmed FAL000, as `check` reports it."""
     try:
-        source = decode(sys.stdin.buffer.read(), "-") if path == "-" else read_source(path)
+        source = decode(data, path) if data is not None else read_source(path)
         scenario = settings.for_file(path)
         modelled = scenario.describe()
         verdicts = verify_source(source, selection, scenario, reaches)

@@ -1,60 +1,119 @@
 """Where a project's files are: its root, its Python files, and the file a module name imports.
 
-The index reads the whole project the checked files belong to (the git work tree, else the
-directory of the nearest `pyproject.toml`), not only the files handed over, so a pre-commit run on
-one file gets the context a whole-tree run gets; the library and the triage find the project's
-modules a file imports the same way (`find_module`).
+The index reads the whole project the checked files belong to (`project_root`: the git work tree,
+else the folder declaring the project or the folder the run was given), not only the files handed
+over, so a pre-commit run on one file gets the context a whole-tree run gets; the library and the
+triage find the project's modules a file imports the same way (`find_module`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 from collections.abc import Iterable, Iterator
 
+from ..facts.projects import declares_a_project
+
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox", "build"})
 
+Known = dict[str, tuple[str | None, str | None]]
 
-def project_root(path: str, known: dict[str, tuple[str | None, str | None]] | None = None) -> str:
-    """The git work tree `path` is in, else the directory of its nearest `pyproject.toml`, else its
-    own directory. `known`: see `_markers_above`."""
+
+@dataclasses.dataclass
+class _Run:
+    """What the run in progress was given (`given`)."""
+
+    given: tuple[str, ...] = ()  # the folders it names, outermost first: the project of a file no marker places
+    # The markers of each directory asked (`_markers_above`): a run lists a directory once, however many
+    # files it has. None outside a run (an API call, a test): each question looks again.
+    known: Known | None = None
+
+
+_RUN = _Run()
+
+
+def project_root(path: str, known: Known | None = None) -> str:
+    """The project `path` is in: the git work tree it is in; else the outermost of the nearest folder
+    declaring a project (a `pyproject.toml`, `setup.py`, `setup.cfg`, `requirements*.txt`,
+    `requirements/`, ...: `facts/projects.py`) and the folder the run was given holding it (`given`);
+    else, neither being there, its own directory. `known`: see `_markers_above` (default: this run's)."""
     start = real_path(path)
     directory = start if os.path.isdir(start) else os.path.dirname(start)
-    git, pyproject = _markers_above(directory, known)
-    return git or pyproject or directory
+    known = known if known is not None else _RUN.known if _RUN.known is not None else {}
+    git, declared = _markers_above(directory, known)
+    if git is not None:
+        return git
+    folder = next((g for g in _RUN.given if directory == g or directory.startswith(g.rstrip(os.sep) + os.sep)), None)
+    candidates = [d for d in (declared, folder) if d is not None]
+    return min(candidates, key=len) if candidates else directory  # both hold `path`: the shorter holds the other
 
 
-def _markers_above(
-    directory: str, known: dict[str, tuple[str | None, str | None]] | None = None
-) -> tuple[str | None, str | None]:
-    """(the nearest directory at or above `directory` with a `.git`, the nearest with a
-    `pyproject.toml` when there is no `.git`); `known`: answers for directories already asked,
-    so that sibling directories look at their shared parents once."""
-    known = {} if known is None else known
-    chain: list[str] = []
+def _markers_above(directory: str, known: Known) -> tuple[str | None, str | None]:
+    """(the nearest directory at or above `directory` with a `.git`, the nearest declaring a project
+    when there is no `.git`); `known`: answers for directories already asked, so that sibling
+    directories look at their shared parents once. One listing per directory."""
+    chain: list[tuple[str, bool]] = []
     current = directory
     while current not in known:
-        if os.path.exists(os.path.join(current, ".git")):
+        try:
+            names = os.listdir(current)
+        except OSError:
+            names = []
+        if ".git" in names:
             known[current] = (current, None)
             break
         parent = os.path.dirname(current)
         if parent == current:  # the filesystem's root
-            known[current] = (None, current if os.path.isfile(os.path.join(current, "pyproject.toml")) else None)
+            known[current] = (None, current if declares_a_project(names) else None)
             break
-        chain.append(current)
+        chain.append((current, declares_a_project(names)))
         current = parent
-    for below in reversed(chain):
-        git, pyproject = known[os.path.dirname(below)]
-        if git is None and os.path.isfile(os.path.join(below, "pyproject.toml")):
-            pyproject = below
-        known[below] = (git, pyproject)
+    for below, declares in reversed(chain):
+        git, declared = known[os.path.dirname(below)]
+        known[below] = (git, below if git is None and declares else declared)
     return known[directory]
+
+
+def given(paths: Iterable[str]) -> None:
+    """Start a run given `paths`: they name the project of a file no marker places (`project_root`),
+    the folder holding them all (a file stands for its folder), as `check .` names the folder it is
+    run in and `check $(git ls-files '*.py')` the same one; each its own where only the filesystem's
+    root holds them all."""
+    folders = {_folder(path) for path in paths if path != "-"}
+    common = os.path.commonpath(folders) if folders else ""
+    folders_given([common] if common and os.path.dirname(common) != common else folders)
+
+
+def folders_given(folders: Iterable[str]) -> None:
+    """`given`, with folders each naming a project (an editor's workspace folders). The markers known
+    are forgotten: a server's next index sees a marker added meanwhile."""
+    _RUN.given = tuple(sorted({real_path(folder) for folder in folders}, key=len))
+    _RUN.known = {}
+
+
+@contextlib.contextmanager
+def run_given(paths: Iterable[str]) -> Iterator[None]:
+    """`given(paths)` for one run, what was before afterwards (a run inside a process that goes on:
+    the tests, an API caller)."""
+    previous = dataclasses.replace(_RUN)
+    given(paths)
+    try:
+        yield
+    finally:
+        _RUN.given, _RUN.known = previous.given, previous.known
+
+
+def _folder(path: str) -> str:
+    real = real_path(path)
+    return real if os.path.isdir(real) else os.path.dirname(real)
 
 
 def project_roots(paths: Iterable[str]) -> list[str]:
     """The projects the files `paths` belong to (`project_root`), each once."""
     roots: dict[str, str] = {}
-    known: dict[str, tuple[str | None, str | None]] = {}
+    known: Known = _RUN.known if _RUN.known is not None else {}
     for path in paths:
         directory = os.path.dirname(os.path.abspath(path))
         if directory not in roots:

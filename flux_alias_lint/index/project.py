@@ -12,17 +12,18 @@ loss returned whole), and callers rescaling in place a loss they unpack or get w
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..source import collections_paused
+from ..source import collections_paused, saved_text
 from .files import project_roots, python_files
 from .following import FollowedEvidence
 from .gates import gates
 from .hosts import HostEvidence, hosted
 from .in_place import InPlaceEvidence
 from .modules import text_of
-from .reach import Evidence
+from .reach import Evidence, Reaches
 from .schedule import ScheduleEvidence
 from .texts import Asked
 
@@ -75,6 +76,17 @@ def _collected(
         # Freed while the collector is off: it would walk all of the index's trees once more before.
         del index
     return found
+
+
+def reaches_of_text(path: str, text: str, reached: Mapping[str, Reaches]) -> Reaches:
+    """Who rescales the loss of each function of `text`, standing for the file at `path` (stdin, an
+    editor's buffer): the project index's answer for that file (`reached`, from the files as saved,
+    `check`'s), and where the text is not the saved file's, the evidence in the text itself on top
+    (its lines as they are now)."""
+    indexed = reached.get(os.path.realpath(path), {})
+    if saved_text(path) == text:
+        return indexed
+    return {**indexed, **ProjectIndex.of_source(text, path).reached_by_path().get(path, {})}
 
 
 class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvidence):

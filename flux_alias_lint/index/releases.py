@@ -29,12 +29,12 @@ import tomllib
 from collections.abc import Iterator
 
 from ..facts.hosts import BY_NAME, MEGATRON, Host
+from ..facts.projects import DECLARING_FILES, LOCK_FILES, REQUIREMENTS_FILE, REQUIREMENTS_FOLDERS
 from .files import project_root
 from .reach import Reach
 from .settings import setting
 from .versions import EVERY, Versions, allowed, any_of, intersect, poetry_specifiers, relation
 
-_LOCKS = ("poetry.lock", "uv.lock", "pdm.lock", "Pipfile.lock")
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)")
 
 
@@ -292,7 +292,7 @@ def _in_file(groups: dict[str, list[tuple[Declaration, str]]]) -> Declared:
     )
 
 
-_READERS = {
+_READERS = {  # one for each of `DECLARING_FILES`
     "pyproject.toml": _pyproject,
     "setup.cfg": _setup_cfg,
     "setup.py": _setup_py,
@@ -331,19 +331,19 @@ def _declared_in(directory: str) -> tuple[dict[str, Declared], tuple[str, ...]]:
             by_group = found.setdefault(parsed[0], {}).setdefault(where, {})
             by_group.setdefault(group, []).append((Declaration(where, text, versions), marker))
 
-    files = [n for n in names if re.fullmatch(r"requirements?.*\.txt", n)]
-    for folder in ("requirements", "requirement"):
+    files = [n for n in names if REQUIREMENTS_FILE.fullmatch(n)]
+    for folder in REQUIREMENTS_FOLDERS:
         if os.path.isdir(os.path.join(directory, folder)):
             sub = sorted(os.listdir(os.path.join(directory, folder)))
             files += [f"{folder}/{n}" for n in sub if n.endswith(".txt")]
     for name in files:
         read.append(os.path.join(directory, name))
         add(name, _requirements(os.path.join(directory, name)))
-    for name, reader in _READERS.items():
+    for name in DECLARING_FILES:
         if name in names:
             read.append(os.path.join(directory, name))
-            add(name, reader(os.path.join(directory, name)))
-    for name in _LOCKS:
+            add(name, _READERS[name](os.path.join(directory, name)))
+    for name in LOCK_FILES:
         if name in names:
             read.append(os.path.join(directory, name))
             for dist, version in _locked(os.path.join(directory, name)):

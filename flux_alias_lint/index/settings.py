@@ -27,6 +27,7 @@ import functools
 import os
 import re
 
+from ..facts.projects import declares_a_project
 from ..source import SourceError, read_bytes
 from .files import project_root, python_files
 
@@ -237,13 +238,10 @@ def _holds_for(relative: str, mine: str) -> bool:
     return mine.startswith("".join(f"{part}/" for part in top))
 
 
-_DECLARING = re.compile(r"pyproject\.toml|setup\.py|setup\.cfg|requirements.*\.txt")
-
-
 @functools.cache
 def _declares(directory: str) -> bool:
     try:
-        return any(_DECLARING.fullmatch(name) for name in os.listdir(directory))
+        return declares_a_project(os.listdir(directory))
     except OSError:
         return False
 
