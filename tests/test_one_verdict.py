@@ -182,7 +182,9 @@ def test_the_project_root_rule(tmp_path: pathlib.Path, monkeypatch: pytest.Monke
         assert files.project_root("plain/deep/b.py") == str(plain.parent.resolve())
     with files.run_given(["plain/deep/b.py", "withsetup_py/pkg/a.py"]):  # several: the folder holding them all
         assert files.project_root("plain/deep/b.py") == str(tmp_path.resolve())
-        assert files.project_root("withsetup_py/pkg/a.py") == str(tmp_path.resolve())  # above its setup.py: the outermost
+        assert files.project_root("withsetup_py/pkg/a.py") == str(
+            tmp_path.resolve()
+        )  # above its setup.py: the outermost
     with files.run_given(["withsetup_py/pkg/a.py"]):
         assert files.project_root("withsetup_py/pkg/a.py") == str((tmp_path / "withsetup_py").resolve())
 
