@@ -8,9 +8,11 @@ modules a file imports the same way (`find_module`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox", "build"})
 
@@ -125,6 +127,25 @@ def _real_directory(directory: str, cwd: str) -> str:  # `cwd`: a relative direc
     if not name or os.path.islink(absolute):
         return os.path.realpath(directory)
     return os.path.join(_real_directory(parent, cwd), name)
+
+
+class Lookup(NamedTuple):
+    """A module a file looked for (`find_module`'s question) and the file it found (None: none): what
+    is found, or that nothing is, is part of what a result depends on."""
+
+    importer: str
+    dotted: str
+    level: int
+    found: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """What one file's findings depend on beyond its own text (for the cache): the other files read,
+    by content, and the modules looked for, by what `find_module` answers."""
+
+    files: tuple[str, ...] = ()
+    lookups: tuple[Lookup, ...] = ()
 
 
 def find_module(importer: str, dotted: str, level: int) -> str | None:
