@@ -4,7 +4,11 @@ One file per (tool build, settings) in the cache directory: a checksum line, the
 
 - `files`: absolute path → [stamp, digest], the stamp being (mtime_ns, ctime_ns, size, inode);
 - `results`: digest (+ context key) → [the file's findings (without the path), or the reason it
-  could not be checked; the (path, digest) of each file whose functions the findings used].
+  could not be checked; the (path, digest) of each file whose functions the findings used; each
+  module the analysis looked for, as (importer, "" for the file itself; dotted name; level; the file
+  `find_module` found, or None)]. A result is reused only while those files are unchanged and those
+  lookups find what they found: a helper module deleted, restored or shadowed (a branch switch) is
+  seen, its absence being part of the key as its content is.
 
 A warm run stats every file and, when the stamp matches, answers from `results` without opening
 the file. When the stamp differs the file is read and hashed, so touched-but-identical files still
@@ -17,10 +21,12 @@ JSON rather than pickle: a cache directory checked into a repository must not be
 For the same reason its content is untrusted input. The checksum line drops a corrupted file
 whole (truncated, merged, edited by hand). Every entry of one that passes is still checked against
 the schema (types, known and selected rule codes, known contexts, positions) and whatever fails is
-dropped, so those files are checked again and the next save rewrites them. A cache file that is
-not a regular file is never read.
+dropped, so those files are checked again and the next save rewrites them. No text holding a
+control character is taken (`finding.CONTROL`): what is printed is what the tool computed. A cache
+file that is not a regular file, or is a link, is never read.
 Writes are atomic (temporary file + rename), so concurrent runs never see a torn file; the last
-writer wins, which only costs the other run's additions.
+writer wins, which only costs the other run's additions. They never leave the cache folder nor go
+through a link (`_write`): a repository may ship the folder with links in it.
 """
 
 from __future__ import annotations
