@@ -572,19 +572,25 @@ def _write(file: Path, data: object) -> None:
         os.close(directory)
 
 
-def _open_directory(path: Path) -> int:
-    """The cache directory, made if missing, opened as itself: OSError where it is a link (a repository
-    may ship one pointing anywhere) or not a directory. The directories above it are the user's path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):  # `mkdir` never follows a link: one there is an existing entry
-        os.mkdir(path)
+def _open_directory(path: Path, make: bool = True) -> int:
+    """The cache directory (made if missing, with `make`), opened as itself: OSError where it is a link
+    (a repository may ship one pointing anywhere) or not a directory. The directories above it are the
+    user's path."""
+    if make:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # `mkdir` never follows a link: one there is an existing entry
+            os.mkdir(path)
     return os.open(path, os.O_RDONLY | _NO_FOLLOW | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
 
 
 def _read(file: Path) -> bytes:
-    """A cache file's bytes: a regular file, never through a link (a shipped one may point at a FIFO,
-    a device or a file of the user's); OSError otherwise."""
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW | _CLOEXEC)
+    """A cache file's bytes: a regular file in a cache directory that is no link, never through a link
+    (a shipped one may point at a FIFO, a device or a file of the user's); OSError otherwise."""
+    directory = _open_directory(file.parent, make=False)
+    try:
+        fd = os.open(file.name, os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW | _CLOEXEC, dir_fd=directory)
+    finally:
+        os.close(directory)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{file} is not a regular file")

@@ -433,4 +433,21 @@ def test_a_shipped_cache_folder_that_is_a_link_is_not_used(project: Path, tmp_pa
     cache.symlink_to(outside)
     expected = _run(project, "--no-cache")
     assert _run(project) == expected
-    assert list(outside.iterdir()) == [] if outside.exists() else not outside.exists()
+    assert list(outside.iterdir()) == [] if target == "an empty folder" else not outside.exists()
+
+
+def test_a_cache_behind_a_linked_folder_is_not_read(project: Path, tmp_path: Path) -> None:
+    """A well-formed cache where the shipped folder's link points is neither read nor rewritten."""
+    cache, _ = _shipped_cache(project)
+    outside = tmp_path / "outside"
+    _run(project, "--cache-dir", str(outside))
+    (check,) = outside.glob("check-*.json")
+    forged = _read(check)
+    for row in _finding_rows(forged):
+        row[_FIELDS.index("message")] = "read through the link"
+    _write(check, forged)
+    assert "read through the link" in _run(project, "--cache-dir", str(outside))[1]  # taken where it is the folder
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    cache.symlink_to(outside)
+    assert _run(project) == _run(project, "--no-cache")
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
