@@ -4,7 +4,11 @@ One file per (tool build, settings) in the cache directory: a checksum line, the
 
 - `files`: absolute path → [stamp, digest], the stamp being (mtime_ns, ctime_ns, size, inode);
 - `results`: digest (+ context key) → [the file's findings (without the path), or the reason it
-  could not be checked; the (path, digest) of each file whose functions the findings used].
+  could not be checked; the (path, digest) of each file whose functions the findings used; each
+  module the analysis looked for, as (importer, "" for the file itself; dotted name; level; the file
+  `find_module` found, or None)]. A result is reused only while those files are unchanged and those
+  lookups find what they found: a helper module deleted, restored or shadowed (a branch switch) is
+  seen, its absence being part of the key as its content is.
 
 A warm run stats every file and, when the stamp matches, answers from `results` without opening
 the file. When the stamp differs the file is read and hashed, so touched-but-identical files still
@@ -17,10 +21,12 @@ JSON rather than pickle: a cache directory checked into a repository must not be
 For the same reason its content is untrusted input. The checksum line drops a corrupted file
 whole (truncated, merged, edited by hand). Every entry of one that passes is still checked against
 the schema (types, known and selected rule codes, known contexts, positions) and whatever fails is
-dropped, so those files are checked again and the next save rewrites them. A cache file that is
-not a regular file is never read.
+dropped, so those files are checked again and the next save rewrites them. No text holding a
+control character is taken (`finding.CONTROL`): what is printed is what the tool computed. A cache
+file that is not a regular file, or is a link, is never read.
 Writes are atomic (temporary file + rename), so concurrent runs never see a torn file; the last
-writer wins, which only costs the other run's additions.
+writer wins, which only costs the other run's additions. They never leave the cache folder nor go
+through a link (`_write`): a repository may ship the folder with links in it.
 """
 
 from __future__ import annotations
@@ -31,11 +37,12 @@ import functools
 import json
 import os
 import re
+import stat
 import sys
 import time
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 try:
@@ -45,8 +52,8 @@ except ImportError:  # another interpreter
 
 from . import __version__
 from .facts.hosts import BY_NAME
-from .finding import Finding
-from .index.files import project_roots, python_files
+from .finding import CONTROL, Finding
+from .index.files import find_module, project_roots, python_files
 from .index.reach import (
     ESCAPES,
     IN_FUNCTION,
@@ -62,7 +69,7 @@ from .index.texts import KINDS, Asked, answer
 from .rules import RULES
 from .runner import FileResult
 from .selection import Selection
-from .source import SourceError, read_bytes, read_regular
+from .source import SourceError, read_bytes
 
 CACHE_DIR_NAME = ".flux-alias-lint-cache"
 _RACY_NS = 2_000_000_000
@@ -75,6 +82,10 @@ _POSITIONS = {"line", "column", "end_line", "end_column"}
 _REACH_CONTEXTS = {*BY_NAME, IN_PLACE_CALLER}
 _CONTEXTS = {*_REACH_CONTEXTS, IN_FUNCTION, UNREACHED, ESCAPES, ""}
 _MAX_CACHE_BYTES = 1024 * 1024 * 1024
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _CLOEXEC  # a new name only
+_MAX_LEVEL = 64  # the dots of a relative import a cached lookup may have: more is no file's
 
 Stamp = tuple[int, int, int, int]
 
@@ -135,13 +146,14 @@ class Cache:
         self.files: dict[str, list] = {}
         self.results: dict[str, list] = {}
         self._dependencies: dict[str, list[str] | None] = {}  # `_dependency_once`'s
+        self._lookups: dict[tuple[str, str, int], str | None] = {}  # `_found_once`'s
         self._dirty = False
         try:
-            header, _, body = read_regular(str(self.file), _MAX_CACHE_BYTES)[0].partition(b"\n")
+            header, _, body = _read(self.file).partition(b"\n")
             if header != _header(body):
                 return  # corrupted or from another version: start empty, the next save replaces it
             data = json.loads(body)
-        except (SourceError, ValueError, RecursionError):
+        except (OSError, ValueError, RecursionError):
             return  # missing, not a regular file, unreadable or not JSON: start empty, the next save replaces it
         files = data.get("files") if isinstance(data, dict) else None
         results = data.get("results") if isinstance(data, dict) else None
@@ -182,11 +194,19 @@ class Cache:
     def store(self, path: str, stamp: Stamp, digest: str, result: FileResult, context: str = "") -> None:
         error = None if result.error is None else result.error.removeprefix(f"{path}: ")
         rows = [[_to_json(getattr(f, name)) for name in _FIELDS] for f in result.findings]
-        dependencies = [_dependency(other) for other in result.dependencies]
+        dependencies = [_dependency(other) for other in result.dependencies.files]
         if None in dependencies:
             return  # a file it depends on vanished meanwhile: nothing to validate a reuse against
-        self.results[digest + context] = [rows, error, dependencies]
-        self._remember(os.path.abspath(path), stamp, digest)
+        if not all(map(_printable, _strings([rows, error]))):
+            return  # a control character a load would reject: checked again each run rather than rewritten
+        own = os.path.abspath(path)
+        # The file's own lookups are asked again from wherever a file of the same content is.
+        lookups = [
+            ["" if os.path.abspath(i) == own else i, d, level, found]
+            for i, d, level, found in result.dependencies.lookups
+        ]
+        self.results[digest + context] = [rows, error, dependencies, lookups]
+        self._remember(own, stamp, digest)
 
     def save(self) -> None:
         if not self._dirty:
@@ -206,9 +226,13 @@ class Cache:
         cached = self.results.get(digest + context)
         if cached is None:
             return None
-        rows, error, dependencies = cached
+        rows, error, dependencies, lookups = cached
         if any(self._dependency_once(other) != [other, digest] for other, digest in dependencies):
             return None  # a helper it summarised changed
+        if any(
+            self._found_once(importer or path, dotted, level) != found for importer, dotted, level, found in lookups
+        ):
+            return None  # a module it looked for is found elsewhere now, or found where it was not (or no longer)
         if error is not None:
             return FileResult(path, error=f"{path}: {error}")
         return FileResult(path, [_finding(path, row) for row in rows])
@@ -219,16 +243,28 @@ class Cache:
             self._dependencies[path] = _dependency(path)
         return self._dependencies[path]
 
+    def _found_once(self, importer: str, dotted: str, level: int) -> str | None:
+        """`find_module`, asked once a run however many cached results looked for the module."""
+        key = (os.path.abspath(importer), dotted, level)
+        if key not in self._lookups:
+            self._lookups[key] = find_module(importer, dotted, level)
+        return self._lookups[key]
+
     def _valid_result(self, cached: object) -> bool:
-        """`[rows, error, dependencies]`, every row a finding this run could report."""
-        if not (isinstance(cached, list) and len(cached) == 3):
+        """`[rows, error, dependencies, lookups]`, every row a finding this run could report and no
+        text in it that a terminal or a CI log would read as anything but text (`_printable`)."""
+        if not (isinstance(cached, list) and len(cached) == 4):
             return False
-        rows, error, dependencies = cached
+        rows, error, dependencies, lookups = cached
         if not (isinstance(dependencies, list) and all(_valid_dependency(d) for d in dependencies)):
             return False
+        if not (isinstance(lookups, list) and all(_valid_lookup(lookup) for lookup in lookups)):
+            return False
         if error is not None:
-            return isinstance(error, str) and not any(c < " " or c == "\x7f" for c in error) and rows == []
-        return isinstance(rows, list) and all(self._valid_row(row) for row in rows)
+            valid = isinstance(error, str) and rows == []
+        else:
+            valid = isinstance(rows, list) and all(self._valid_row(row) for row in rows)
+        return valid and all(map(_printable, _strings([rows, error])))
 
     def _valid_row(self, row: object) -> bool:
         """A cached finding: each field of the type `Finding` declares, a known and selected rule,
@@ -292,6 +328,39 @@ def _valid_file_entry(entry: object) -> bool:
     return stamp_ok and isinstance(digest, str) and bool(_DIGEST.fullmatch(digest))
 
 
+def _printable(text: str) -> bool:
+    """No control character (`finding.CONTROL`): a cached text holding one is dropped, not shown. A
+    finding the tool computes with one is not cached (checked again each run)."""
+    return CONTROL.search(text) is None
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string in a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+_DOTTED = re.compile(r"\w+(?:\.\w+)*")
+
+
+def _valid_lookup(entry: object) -> bool:
+    """`[importer ("": the file itself), dotted module name, level, the file found or None]`."""
+    if not (isinstance(entry, list) and len(entry) == 4):
+        return False
+    importer, dotted, level, found = entry
+    return (
+        isinstance(importer, str)
+        and isinstance(dotted, str)
+        and (bool(_DOTTED.fullmatch(dotted)) or dotted == "")
+        and type(level) is int
+        and 0 <= level <= _MAX_LEVEL
+        and (found is None or isinstance(found, str))
+    )
+
+
 def _valid_dependency(entry: object) -> bool:
     """`[path, digest]`."""
     return (
@@ -321,15 +390,20 @@ def _is_a(value: object, hint: object) -> bool:
     return False  # a type the cache never stores: the entry is dropped, the file re-checked
 
 
-def _write_markers(directory: Path) -> None:
-    """Like ruff's cache: never committed, skipped by backup tools."""
+def _write_markers(directory: int) -> None:
+    """Like ruff's cache: never committed, skipped by backup tools. Created in the opened `directory`
+    only where the name is free: whatever holds it already (ours, or a link a repository ships) is
+    left as it is, never written through."""
     for name, text in (
         (".gitignore", "# Automatically created by flux-alias-lint.\n*\n"),
         ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"),
     ):
-        marker = directory / name
-        if not marker.exists():
-            marker.write_text(text)
+        try:
+            fd = os.open(name, _CREATE, 0o666, dir_fd=directory)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
 
 
 def collect_evidence(
@@ -475,20 +549,55 @@ def _index_rows(
 
 
 def _write(file: Path, data: object) -> None:
-    """Atomically, with its checksum line, in a directory marked as a cache."""
-    file.parent.mkdir(parents=True, exist_ok=True)
-    _write_markers(file.parent)
-    import tempfile  # a warm run that writes nothing does not load it (nor shutil, random)
-
+    """Atomically, with its checksum line, in a directory marked as a cache, and only there: the
+    directory is opened without following a link (`_open_directory`) and every name is then taken
+    relative to that descriptor, so nothing swapped into its path meanwhile redirects a write; a new
+    name is created exclusively (`O_EXCL` fails on any entry, a dangling link too) and the file
+    replaced by a rename, which replaces a link in its place instead of writing where it points."""
     body = json.dumps(data, separators=(",", ":")).encode()
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=file.parent)
+    directory = _open_directory(file.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(_header(body) + b"\n" + body)
-        os.replace(tmp, file)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        _write_markers(directory)
+        temporary = f".tmp-{os.getpid()}-{os.urandom(6).hex()}"
+        fd = os.open(temporary, _CREATE, 0o600, dir_fd=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(_header(body) + b"\n" + body)
+            os.replace(temporary, file.name, src_dir_fd=directory, dst_dir_fd=directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=directory)
+            raise
+    finally:
+        os.close(directory)
+
+
+def _open_directory(path: Path, make: bool = True) -> int:
+    """The cache directory (made if missing, with `make`), opened as itself: OSError where it is a link
+    (a repository may ship one pointing anywhere) or not a directory. The directories above it are the
+    user's path."""
+    if make:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # `mkdir` never follows a link: one there is an existing entry
+            os.mkdir(path)
+    return os.open(path, os.O_RDONLY | _NO_FOLLOW | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+
+
+def _read(file: Path) -> bytes:
+    """A cache file's bytes: a regular file in a cache directory that is no link, never through a link
+    (a shipped one may point at a FIFO, a device or a file of the user's); OSError otherwise."""
+    directory = _open_directory(file.parent, make=False)
+    try:
+        fd = os.open(file.name, os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW | _CLOEXEC, dir_fd=directory)
+    finally:
+        os.close(directory)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{file} is not a regular file")
+        data = handle.read(_MAX_CACHE_BYTES + 1)
+    if len(data) > _MAX_CACHE_BYTES:
+        raise OSError(f"{file} is too large")
+    return data
 
 
 def _load_index(
@@ -497,7 +606,7 @@ def _load_index(
     """The stamps, gated files and answers of a previous run with the same key (and so `roots`); None:
     missing, unreadable, for another key, or not ours."""
     try:
-        header, _, body = read_regular(str(index_file), _MAX_CACHE_BYTES)[0].partition(b"\n")
+        header, _, body = _read(index_file).partition(b"\n")
         if header != _header(body):
             return None
         data = json.loads(body)

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import PurePath
 
 from . import __version__
-from .finding import ERROR, Finding
+from .finding import ERROR, Finding, visible
 from .rules import RULES, Rule
 from .source import SourceError, read_source
 
@@ -18,8 +18,9 @@ from .source import SourceError, read_source
 
 
 def _escape_data(value: str) -> str:
-    # GitHub's rules (actions/toolkit, command.ts): `%` first, so the other escapes survive.
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # GitHub's rules (actions/toolkit, command.ts): `%` first, so the other escapes survive; a line
+    # break ends the command, so it is escaped (the runner decodes it), any other control made visible.
+    return visible(value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(value: str) -> str:

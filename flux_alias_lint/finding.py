@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from .index.reach import UNREACHED, Step
 
@@ -42,3 +43,14 @@ class Finding:
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
+
+
+# What a terminal or a log viewer would act on rather than show: C0 and C1 controls but the tab (an
+# escape sequence, a carriage return overwriting the line), the Unicode line separators and the
+# bidirectional overrides (which reorder what a reader sees). A path or a quoted expression may hold any.
+CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """`text` with each control character written as its Python escape (`\\x1b`, `\\n`)."""
+    return CONTROL.sub(lambda match: match[0].encode("unicode_escape").decode("ascii"), text)

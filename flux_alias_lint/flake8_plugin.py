@@ -30,7 +30,7 @@ from flake8.exceptions import ExecutionError
 from . import __version__
 from .cache import CACHE_DIR_NAME, project_reached
 from .config import ConfigError, Resolver, selection_for
-from .finding import ERROR, Finding
+from .finding import ERROR, Finding, visible
 from .index.files import given, project_root
 from .index.project import reaches_of_text
 from .index.reach import Reaches
@@ -122,7 +122,7 @@ class Flake8Plugin:
             if f.severity != ERROR:
                 continue  # a warning for `check`, which passes: flake8 would fail on it
             # flake8 wants a 0-based column and shows it 1-based, as we do.
-            yield f.line, f.column - 1, f"{f.code} {f.message}{context_note(f)}", type(self)
+            yield f.line, f.column - 1, visible(f"{f.code} {f.message}{context_note(f)}"), type(self)
 
     def _check(self, text: str, path: str, selection: Selection) -> list[Finding]:
         try:

@@ -21,7 +21,7 @@ import warnings
 import libcst as cst
 
 from .evidence import Declared
-from .index.files import find_module
+from .index.files import Lookup, find_module
 from .index.nodes import statements
 from .index.symbols import PARSE_ERRORS, Symbols, derived_classes, summarisable
 from .source import SourceError, read_bytes
@@ -58,6 +58,7 @@ class Library:
         self._imports: dict[str, tuple[str, int, str]] | None = None  # `Symbols.imported`
         self._parsed: dict[str, Definition | None] = {}
         self._others: dict[str, Library | None] = {}
+        self._looked_up: dict[tuple[str, int], str | None] = {}  # (dotted, level): the file `find_module` found
         self._module_imports: dict[str, str] | None = None  # `Symbols.qualified`; None: no `ast` tree
         self._returns: dict[str, Declared] | None = None
         self._records: dict[str, Record] = {}
@@ -226,7 +227,7 @@ class Library:
         key = f"{level}:{dotted}"
         if key not in self._others:
             self._others[key] = None
-            path = find_module(self.path, dotted, level)
+            path = self._looked_up[dotted, level] = find_module(self.path, dotted, level)
             if path is not None:
                 self._others[key] = _library_of(path)
         return self._others[key]
@@ -239,14 +240,27 @@ class Library:
 
     def files(self) -> list[str]:
         """The other files whose functions were looked up: a change in any of them can change findings here."""
-        seen: set[str] = {self.path}
+        return sorted(library.path for library in self._reached() if library is not self)
+
+    def lookups(self) -> list[Lookup]:
+        """The modules this file and those files looked for, found or not: another file found for one of
+        them (one added, one removed, one that now shadows it) can change findings here too."""
+        return sorted(
+            Lookup(library.path, dotted, level, found)
+            for library in self._reached()
+            for (dotted, level), found in library._looked_up.items()
+        )
+
+    def _reached(self) -> list[Library]:
+        """This library and those of the other files whose functions were looked up."""
+        seen = {self.path: self}
         stack = [self]
         while stack:
             for other in stack.pop()._others.values():
                 if other is not None and other.path not in seen:
-                    seen.add(other.path)
+                    seen[other.path] = other
                     stack.append(other)
-        return sorted(seen - {self.path})
+        return list(seen.values())
 
 
 _DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})

@@ -18,7 +18,7 @@ from .facts.hosts import BY_NAME
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .index.escapes import Escapes
-from .index.files import project_roots
+from .index.files import Read, project_roots
 from .index.project import ProjectIndex
 from .index.reach import UNREACHED, UNREACHED_REACH, Reach, styled
 from .index.releases import released
@@ -58,9 +58,9 @@ def locate(
 
 def _findings(
     source: SourceFile, selection: Selection, noqa: bool = True, reaches: Reaches | None = None
-) -> tuple[list[tuple[Finding, Edit | None]], tuple[str, ...]]:
+) -> tuple[list[tuple[Finding, Edit | None]], Read]:
     """`locate` without the nodes, so that each piece's libcst tree is freed before the next is parsed;
-    and the other files whose functions the findings depend on (`Library.files`)."""
+    and what the findings depend on beyond the file (`Library.files`, `Library.lookups`)."""
     found, dependencies = _collect(source, selection, noqa, None, reaches, lambda item: (item.finding, item.edit))
     return sorted(found, key=lambda p: p[0]), dependencies
 
@@ -75,7 +75,7 @@ def _collect(
     module: cst.Module | None,
     reaches: Reaches | None,
     keep: Callable[[Located], T],
-) -> tuple[list[T], tuple[str, ...]]:
+) -> tuple[list[T], Read]:
     alone = reaches is None  # no project around it: the evidence in its own text
     if alone:
         reaches = ProjectIndex.of_source(source.text, source.path).reached_by_path().get(source.path, {})
@@ -88,7 +88,8 @@ def _collect(
         found = list(map(keep, _analyze_piece(source, selection, noqa, source, rejected.module, None, context)))
     finally:
         context.library.close()
-    return found, tuple(sorted({*context.library.files(), *context.escape_files(), *context.release_files}))
+    files = tuple(sorted({*context.library.files(), *context.escape_files(), *context.release_files}))
+    return found, Read(files, tuple(context.library.lookups()))
 
 
 @dataclasses.dataclass
@@ -340,8 +341,8 @@ def check_source(
 
 def check_text(
     source: SourceFile, selection: Selection = DEFAULT_SELECTION, noqa: bool = True, reaches: Reaches | None = None
-) -> tuple[list[Finding], tuple[str, ...]]:
-    """`check_source`, and the other files whose functions the findings depend on (for the cache)."""
+) -> tuple[list[Finding], Read]:
+    """`check_source`, and what the findings depend on beyond the file (for the cache)."""
     found, dependencies = _findings(source, selection, noqa, reaches)
     return [finding for finding, _ in found], dependencies
 
@@ -351,7 +352,7 @@ class FixResult:
     text: str  # the fixed text (the original when nothing was fixed)
     fixed_codes: tuple[str, ...]  # one code per finding the fix removed, sorted
     remaining: list[Finding]  # findings still there afterwards
-    dependencies: tuple[str, ...] = ()  # the other files whose functions the findings depend on
+    dependencies: Read = Read()  # what the findings depend on beyond the file
     refused: tuple[str, ...] = ()  # one line per edit left out because it would not clear its finding
 
     @property

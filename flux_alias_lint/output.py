@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from .ci_formats import SourceLines, format_github, format_gitlab, format_sarif
-from .finding import ERROR, WARNING, Finding
+from .finding import ERROR, WARNING, Finding, visible
 from .index.reach import ESCAPES
 from .rules import RULES
 
@@ -15,7 +15,8 @@ from .rules import RULES
 def format_text(findings: Sequence[Finding]) -> str:
     """`path:line:col: CODE [*] message [context]`, the `[*]` marking what `--fix` can fix (ruff's concise format)."""
     return "".join(
-        f"{f.path}:{f.line}:{f.column}: {f.code} {'[*] ' if f.fixable else ''}{f.message}{context_note(f)}\n"
+        visible(f"{f.path}:{f.line}:{f.column}: {f.code} {'[*] ' if f.fixable else ''}{f.message}{context_note(f)}")
+        + "\n"
         for f in findings
     )
 
@@ -36,19 +37,19 @@ def _full(f: Finding, lines: SourceLines) -> str:
     width = len(str(numbers[-1]))
     gutter = " " * width + " |"
     out = [
-        f"{f.code} {'[*] ' if f.fixable else ''}{f.message}{context_note(f)}\n",
-        f"{' ' * width}--> {f.path}:{f.line}:{f.column}\n",
+        visible(f"{f.code} {'[*] ' if f.fixable else ''}{f.message}{context_note(f)}") + "\n",
+        visible(f"{' ' * width}--> {f.path}:{f.line}:{f.column}") + "\n",
         gutter + "\n",
     ]
     for number in numbers:
         text = lines.get(f.path, number)
-        out.append(f"{number:>{width}} | {text}".rstrip() + "\n")
+        out.append(visible(f"{number:>{width}} | {text}".rstrip()) + "\n")
         if number == f.line:  # a finding over several lines is underlined to the end of its first
             end = f.end_column if f.end_line == f.line else len(text) + 1
             out.append(f"{gutter} {' ' * (f.column - 1)}{'^' * max(end - f.column, 1)}\n")
     out.append(gutter + "\n")
     if f.fixable:
-        out.append(f"help: Add `{f.fix_after.lstrip(')')}`\n")
+        out.append(visible(f"help: Add `{f.fix_after.lstrip(')')}`") + "\n")
     return "".join(out) + "\n"
 
 
@@ -101,7 +102,7 @@ def format_fixes(fixed: Sequence[tuple[str, Sequence[str]]]) -> str:
     total = sum(len(codes) for _, codes in fixed)
     lines = [f"Fixed {total} error{'s' if total != 1 else ''}:\n"]
     for path, codes in fixed:
-        lines.append(f"- {path}:\n")
+        lines.append(visible(f"- {path}:") + "\n")
         for code, count in sorted(collections.Counter(codes).items()):
             lines.append(f"    {count} \u00d7 {code} ({RULES[code].name})\n")
     return "".join(lines)

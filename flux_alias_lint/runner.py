@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 
 from .finding import Finding
-from .index.files import real_path
+from .index.files import Read, real_path
 from .index.reach import Reaches, Step
 from .rules import CAPTURE_CODE, INVALID_SYNTAX, UNCHECKED
 from .selection import Selection
@@ -38,7 +38,7 @@ class FileResult:
     changed: bool = False  # the file was (or, with --diff, would be) rewritten
     diff: str = ""
     error: str | None = None  # one line: a checker bug cost this file
-    dependencies: tuple[str, ...] = ()  # other files whose functions' summaries the findings used
+    dependencies: Read = Read()  # the other files and modules the findings used (`index.files.Read`)
     fixed_codes: tuple[str, ...] = ()  # the rule of each fixed finding, for the closing summary
     warning: str | None = None  # one line: why a fix was not written (read-only, refused)
     cacheable: bool = True  # False: the outcome depends on the run (a time limit), not on the file

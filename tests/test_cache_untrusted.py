@@ -9,6 +9,7 @@ import copy
 import io
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,24 @@ MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "unknown context": _set_all_rows(lambda row: row.__setitem__(_FIELDS.index("context"), "elsewhere")),
     "step of the wrong shape": _set_all_rows(lambda row: row.__setitem__(_FIELDS.index("reached_by"), [["a.py"]])),
     "dependency not a pair": lambda data: [result.__setitem__(2, [["a.py"]]) for result in data["results"].values()],
+    "lookups missing": lambda data: [result.pop() for result in data["results"].values()],
+    "lookup of another shape": lambda data: [
+        result.__setitem__(3, [["", "m", 0]]) for result in data["results"].values()
+    ],
+    "lookup of a negative level": lambda data: [
+        result.__setitem__(3, [["", "m", -1, None]]) for result in data["results"].values()
+    ],
+    "lookup of a path for a module": lambda data: [
+        result.__setitem__(3, [["", "../../etc/passwd", 0, None]]) for result in data["results"].values()
+    ],
+    # Printed, a control character would reach the terminal or end a GitHub workflow command.
+    "message with an escape sequence": _set_all_rows(lambda row: row.__setitem__(5, "x\x1b]8;;file:///\x1b\\y")),
+    "message with a workflow command": _set_all_rows(lambda row: row.__setitem__(5, "x\n::error file=a.py::forged")),
+    "report path with a carriage return": _set_all_rows(lambda row: row.__setitem__(7, "r\r")),
+    "step with a bidi override": _set_all_rows(
+        lambda row: row.__setitem__(_FIELDS.index("reached_by"), [["a.py", 1, "\u202eevil"]])
+    ),
+    "error with an escape sequence": _error_of("bad\x1b[2J"),
     "result key not a digest": lambda data: data.__setitem__(
         "results", {k + "!": v for k, v in data["results"].items()}
     ),
@@ -346,3 +365,89 @@ def test_forged_index_answers_are_rebuilt(tmp_path: Path, forge: Callable[[list,
     _write(index_file, forged)
     assert _run(tmp_path, "--cache-dir", str(tmp_path / "cache")) == expected
     assert _read(index_file) == good  # rebuilt
+
+
+@pytest.mark.parametrize("output_format", ["text", "full", "github", "json"])
+def test_a_forged_message_is_never_printed(tree: Path, good_cache: dict[str, Any], output_format: str) -> None:
+    """A forged entry whose message holds a newline and escape sequences (a second GitHub workflow
+    command, a terminal hyperlink) passes the checksum: it is dropped, the file checked again, and the
+    output is what the tool computes, byte for byte."""
+    cache_file = _cache_file(tree, good_cache, f"forged-message-{output_format}")
+    forged = copy.deepcopy(good_cache)
+    for row in _finding_rows(forged):
+        row[_FIELDS.index("message")] = "injected\n::error file=setup.py,line=1::injected\x1b]8;;https://x\x1b\\"
+    _write(cache_file, forged)
+    expected = _run(tree, "--no-cache", "--format", output_format)
+    assert _run(tree, "--cache-dir", str(cache_file.parent), "--format", output_format) == expected
+    assert "injected" not in expected[1]
+    assert _read(cache_file) == good_cache  # the entry was rebuilt from what the tool computed
+
+
+def _shipped_cache(root: Path) -> tuple[Path, list[str]]:
+    """The project's default cache directory, and the names a run writes in it (learnt from a run)."""
+    (root / "pyproject.toml").write_text("[tool.flux-alias-lint]\n")
+    cache = root / ".flux-alias-lint-cache"
+    _run(root)
+    names = sorted(p.name for p in cache.iterdir())
+    shutil.rmtree(cache)
+    assert {".gitignore", "CACHEDIR.TAG", "index.json"} <= set(names) and any(n.startswith("check-") for n in names)
+    return cache, names
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with a pyproject.toml (the default cache goes beside it), the working directory."""
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    (root / "src").mkdir()
+    for name, text in FILES.items():
+        (root / "src" / name).write_text(text)
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_dangling_links_in_a_shipped_cache_folder_are_never_followed(project: Path, tmp_path: Path) -> None:
+    """A repository ships `.flux-alias-lint-cache/` with every name a run writes as a link to a place
+    that does not exist yet: a plain `check` creates nothing there and gives what `-n` gives."""
+    cache, names = _shipped_cache(project)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cache.mkdir()
+    for name in names:
+        (cache / name).symlink_to(outside / f"target-{name}")
+    expected = _run(project, "--no-cache")
+    assert _run(project) == expected
+    assert _run(project) == expected  # and warm, from what the first run wrote in the folder itself
+    assert list(outside.iterdir()) == []
+    assert (cache / ".gitignore").is_symlink() and (cache / "CACHEDIR.TAG").is_symlink()  # left alone
+    (check,) = (name for name in names if name.startswith("check-"))
+    assert not (cache / check).is_symlink() and _read(cache / check)["files"]  # replaced, not written through
+
+
+@pytest.mark.parametrize("target", ["an empty folder", "nowhere"])
+def test_a_shipped_cache_folder_that_is_a_link_is_not_used(project: Path, tmp_path: Path, target: str) -> None:
+    cache, _ = _shipped_cache(project)
+    outside = tmp_path / "outside"
+    if target == "an empty folder":
+        outside.mkdir()
+    cache.symlink_to(outside)
+    expected = _run(project, "--no-cache")
+    assert _run(project) == expected
+    assert list(outside.iterdir()) == [] if target == "an empty folder" else not outside.exists()
+
+
+def test_a_cache_behind_a_linked_folder_is_not_read(project: Path, tmp_path: Path) -> None:
+    """A well-formed cache where the shipped folder's link points is neither read nor rewritten."""
+    cache, _ = _shipped_cache(project)
+    outside = tmp_path / "outside"
+    _run(project, "--cache-dir", str(outside))
+    (check,) = outside.glob("check-*.json")
+    forged = _read(check)
+    for row in _finding_rows(forged):
+        row[_FIELDS.index("message")] = "read through the link"
+    _write(check, forged)
+    assert "read through the link" in _run(project, "--cache-dir", str(outside))[1]  # taken where it is the folder
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    cache.symlink_to(outside)
+    assert _run(project) == _run(project, "--no-cache")
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before

@@ -14,6 +14,7 @@ import pytest
 from flux_alias_lint import Finding, check_source, fix_source
 from flux_alias_lint.ci_formats import format_sarif
 from flux_alias_lint.cli import main
+from flux_alias_lint.finding import CONTROL
 from flux_alias_lint.rules import RULES
 
 # One finding of each rule.
@@ -272,3 +273,37 @@ def test_gitlab_identical_findings_get_distinct_fingerprints(bug: Path, capsys: 
     issues = json.loads(out)
     assert len(issues) == 2
     assert issues[0]["fingerprint"] != issues[1]["fingerprint"]
+
+
+@pytest.mark.parametrize("output_format", ["text", "concise", "full", "github", "json", "sarif", "gitlab"])
+def test_control_characters_never_reach_the_output(
+    bug: Path, capsys: pytest.CaptureFixture[str], output_format: str
+) -> None:
+    """A report key holding a line break, a workflow command and an escape sequence, in a file whose
+    name holds another: each format prints them as text (escaped), never as what a terminal or GitHub's
+    workflow-command parser would act on."""
+    weird = bug.parent / "we\x1b[31mird.py"
+    weird.write_text(
+        'def loss_func(x):\n    loss = x.sum()\n    return loss, {"a\\n::error file=x::forged\\x1b[2J\\u202e": loss.detach()}\n'
+    )
+    code, out = run(capsys, str(weird), "--format", output_format, "--unreached", "error")
+    assert code == 1
+    lines = out.splitlines()
+    assert not any(CONTROL.search(line) for line in lines)
+    assert not any(line.startswith("::error file=x") for line in lines)
+    if output_format == "github":
+        (line,) = lines
+        assert "forged" in unescape_github(line)
+    elif output_format in ("json", "sarif", "gitlab"):
+        assert "forged\x1b[2J" in _texts(json.loads(out))  # escaped by JSON, the data itself intact
+    else:
+        assert "\\x1b[31m" in out and "\\n::error" in out
+
+
+def _texts(value: object) -> str:
+    """Every string in a JSON document, joined."""
+    if isinstance(value, dict):
+        return "".join(_texts(v) for v in value.values())
+    if isinstance(value, list):
+        return "".join(map(_texts, value))
+    return value if isinstance(value, str) else ""

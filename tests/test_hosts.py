@@ -437,7 +437,7 @@ def test_a_three_tuple_under_per_token_loss_is_a_warning_that_says_why() -> None
     assert "under calculate_per_token_loss=True at fixtures/FAL001/three_tuple_under_per_token_loss/config.py:11" in (
         finding.message
     )
-    assert str(folder / "config.py") in dependencies and str(folder / "requirements.txt") in dependencies
+    assert str(folder / "config.py") in dependencies.files and str(folder / "requirements.txt") in dependencies.files
 
 
 @pytest.mark.parametrize("host", HOSTS[1:], ids=lambda h: h.name)

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from ..facts.projects import declares_a_project
 
@@ -184,6 +185,25 @@ def _real_directory(directory: str, cwd: str) -> str:  # `cwd`: a relative direc
     if not name or os.path.islink(absolute):
         return os.path.realpath(directory)
     return os.path.join(_real_directory(parent, cwd), name)
+
+
+class Lookup(NamedTuple):
+    """A module a file looked for (`find_module`'s question) and the file it found (None: none): what
+    is found, or that nothing is, is part of what a result depends on."""
+
+    importer: str
+    dotted: str
+    level: int
+    found: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """What one file's findings depend on beyond its own text (for the cache): the other files read,
+    by content, and the modules looked for, by what `find_module` answers."""
+
+    files: tuple[str, ...] = ()
+    lookups: tuple[Lookup, ...] = ()
 
 
 def find_module(importer: str, dotted: str, level: int) -> str | None:
