@@ -255,10 +255,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python flushes stdout again at exit: point it at /dev/null so that raises nothing either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except OSError:
+        if _working_directory_exists():
+            raise
+        # Relative paths, the config and the cache all hang off it: nothing can be answered.
+        print("flux-alias-lint: error: the working directory no longer exists (removed?)", file=sys.stderr)
+        return EXIT_ERROR
     finally:
         _RUNNING.clear()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _working_directory_exists() -> bool:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _exit_on_interrupt() -> signal.Handlers | None:
