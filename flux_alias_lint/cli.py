@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import glob
 import json
 import os
@@ -28,7 +29,7 @@ from .config import (
     split_codes,
 )
 from .discover import DEFAULT_EXCLUDE, Excluder, discover
-from .finding import ERROR
+from .finding import ERROR, Finding
 from .gitignore import GitIgnore
 from .index.files import real_path, run_given
 from .index.reach import ESCAPES, Reaches
@@ -261,10 +262,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python flushes stdout again at exit: point it at /dev/null so that raises nothing either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except OSError:
+        if _working_directory_exists():
+            raise
+        # Relative paths, the config and the cache all hang off it: nothing can be answered.
+        print("flux-alias-lint: error: the working directory no longer exists (removed?)", file=sys.stderr)
+        return EXIT_ERROR
     finally:
         _RUNNING.clear()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+def _working_directory_exists() -> bool:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _exit_on_interrupt() -> signal.Handlers | None:
@@ -566,9 +581,10 @@ def _check_grouped(
 
 def _decided_elsewhere(files: list[str], settings: _Settings, reached: Mapping[str, Reaches]) -> list[FileResult]:
     """For a run on named files (pre-commit's, on the changed ones): the findings of the project's
-    other files whose chain passes through a named file (`decided_by`), checked (never fixed) and
-    each file introduced by a note saying which named file decides its verdict. Files the run
-    excludes (the config's excludes, what git ignores) stay out."""
+    other files whose chain passes through a named file (`decided_by`), each file introduced by a
+    note saying which named file decides its verdict. With `--fix` (`--diff`) such a file is fixed
+    (shown) as the named ones are, whole: the hook that fixes a commit fixes what the commit makes
+    errors. Files the run excludes (the config's excludes, what git ignores) stay out."""
     args = settings.args
     named = {real_path(f) for f in files if f in args.paths and not os.path.isdir(f)}
     if not named:
@@ -583,20 +599,29 @@ def _decided_elsewhere(files: list[str], settings: _Settings, reached: Mapping[s
         and not settings.excluded(Path(path))
         and not (gitignore and gitignore.ignored_here_or_above(Path(path), is_dir=False))
     ]
-    results = []
-    for path, result in _check_grouped(others, settings, Mode.CHECK, reached):
+
+    def decided(result: FileResult) -> list[Finding]:
         # An `escapes` chain is where a warning's value is lost, not a verdict the named file decides.
-        found = [f for f in result.findings if f.context != ESCAPES and step_in(f, named)]
-        if found:
-            step = step_in(found[0], named)
-            if not args.quiet:
-                print(
-                    f"flux-alias-lint: note: {path} is reported too: its verdict is decided in {step.path}:{step.line} "
-                    f"({step.what})",
-                    file=sys.stderr,
-                )
-            results.append(FileResult(path, found))
-    return results
+        return [f for f in result.findings if f.context != ESCAPES and step_in(f, named)]
+
+    found = {path: decided(result) for path, result in _check_grouped(others, settings, Mode.CHECK, reached)}
+    found = {path: findings for path, findings in found.items() if findings}
+    mode = _mode(args)
+    results = dict(_check_grouped(list(found), settings, mode, reached)) if mode is not Mode.CHECK else {}
+    for path, findings in found.items():
+        result = results.get(path)
+        results[path] = (
+            FileResult(path, findings) if result is None else dataclasses.replace(result, findings=decided(result))
+        )
+        if not args.quiet:
+            step = step_in(findings[0], named)
+            done = "fixed" if results[path].changed and args.fix else "reported"
+            print(
+                f"flux-alias-lint: note: {path} is {done} too: its verdict is decided in {step.path}:{step.line} "
+                f"({step.what})",
+                file=sys.stderr,
+            )
+    return list(results.values())
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -772,7 +797,7 @@ def _report(args: argparse.Namespace, results: list[FileResult], errors: list[st
         if text and fixes:
             report += ("\n" if report else "") + fixes
         if text and not args.quiet:
-            report += summary(findings, sum(r.fixed for r in results), len(errors), len(warnings))
+            report += summary(findings, sum(r.fixed for r in results), len(errors), len(warnings), fixing=args.fix)
     if args.output_file:
         try:
             Path(args.output_file).write_text(report, encoding="utf-8")

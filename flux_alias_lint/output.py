@@ -108,8 +108,11 @@ def format_fixes(fixed: Sequence[tuple[str, Sequence[str]]]) -> str:
     return "".join(lines)
 
 
-def summary(findings: Sequence[Finding], fixed: int, unchecked: int = 0, not_fixed: int = 0) -> str:
-    """The closing lines of text output: `unchecked` files cost a checker error, `not_fixed` were left alone."""
+def summary(
+    findings: Sequence[Finding], fixed: int, unchecked: int = 0, not_fixed: int = 0, *, fixing: bool = False
+) -> str:
+    """The closing lines of text output: `unchecked` files cost a checker error, `not_fixed` were left
+    alone; `fixing`: the run had `--fix`, so what is left fixable is not told to use it."""
     tail = ""
     if unchecked:
         files = "file" if unchecked == 1 else "files"
@@ -128,7 +131,7 @@ def summary(findings: Sequence[Finding], fixed: int, unchecked: int = 0, not_fix
         return f"Found {_plural(total, 'finding')} ({fixed} fixed, {counted} remaining).\n" + tail
     line = f"Found {counted}.\n"
     fixable = sum(f.fixable for f in findings)
-    if fixable:
+    if fixable and not fixing:
         line += f"[*] {fixable} fixable with the `--fix` option.\n"
     return line + tail
 

@@ -18,6 +18,7 @@ from .index.reach import Reaches
 from .runner import DEFAULT_LIMITS, FileResult, Limits, Mode, process_file, unchecked
 from .selection import Selection
 from .source import SourceError, collections_paused, read_regular
+from .workers import die_with_parent, exit_if_orphaned
 
 # Below this much source, forking workers costs more than it saves (a fork plus a libcst import
 # per worker is ~0.3 s; checking 256 kB in-process takes about as long).
@@ -141,7 +142,7 @@ def _run(
         # libcst, imported once here rather than by each worker (~0.2 s each): in a tree this large
         # some file is always analysed.
         from . import lint  # noqa: F401
-    with context.Pool(workers) as pool:
+    with context.Pool(workers, die_with_parent, (os.getpid(),)) as pool:
         ready: dict[int, Checked] = {}
         position = 0
         for index, checked in pool.imap_unordered(
@@ -163,6 +164,7 @@ def _check_one(
     """Read once, a regular file only (the stat is taken as it is opened: a change after it only
     makes the stamp stale, never wrong). What survives the file is set aside from the collector: for
     good in a worker, until `_run` is done in this process."""
+    exit_if_orphaned()
     reaches = reached.get(real_path(path), {}) if reached is not None else None
     try:
         data, st = read_regular(path, limits.max_bytes)

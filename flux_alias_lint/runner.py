@@ -20,6 +20,7 @@ from .rules import CAPTURE_CODE, INVALID_SYNTAX, UNCHECKED
 from .selection import Selection
 from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes
 from .triage import reduce_source
+from .workers import exit_if_orphaned
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -121,27 +122,44 @@ def write_atomically(path: str, data: bytes) -> None:
 
     target = os.path.realpath(path)
     st = os.stat(target)
-    fd, tmp = tempfile.mkstemp(prefix=".flux-alias-lint-", suffix=".tmp", dir=os.path.dirname(target))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-            with contextlib.suppress(PermissionError):  # only root may give a file away
-                os.chown(tmp, st.st_uid, st.st_gid)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with _termination_held():
+        fd, tmp = tempfile.mkstemp(prefix=".flux-alias-lint-", suffix=".tmp", dir=os.path.dirname(target))
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+            if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):  # only root may give a file away
+                    os.chown(tmp, st.st_uid, st.st_gid)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
     # The rename itself must survive a crash too.
     directory = os.open(os.path.dirname(target), os.O_RDONLY)
     try:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+@contextlib.contextmanager
+def _termination_held() -> Iterator[None]:
+    """SIGTERM (`kill`'s default, and how a worker learns its parent died: `workers.py`) waits until
+    the block is done: the file is replaced, or the temporary one removed, never left behind. Held
+    by this thread: a worker has no other; in a process with more, another thread may take it, and
+    then only the temporary file is left (the rename is what replaces the file)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def write_fix(source: SourceFile, original: bytes, text: str) -> None:
@@ -160,6 +178,7 @@ def write_fix(source: SourceFile, original: bytes, text: str) -> None:
         return  # a concurrent run wrote the same fix
     if current != original:
         raise SourceError(path, "fix refused, the file changed on disk while it was being fixed")
+    exit_if_orphaned()  # a worker whose run is over writes nothing more
     try:
         write_atomically(path, data)
     except OSError as exc:

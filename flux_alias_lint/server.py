@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ from .config import ConfigError, Resolver, selection_for
 from .finding import Finding
 from .index.files import folders_given, project_root
 from .index.project import reaches_of_text
-from .index.reach import Reaches
+from .index.reach import Reaches, shown
 from .lint import check_text, fix_text
 from .noqa import comment_lines, noqa_line, with_noqa
 from .output import context_note
@@ -105,7 +106,8 @@ class FluxServer(LanguageServer):
             return  # closed or changed meanwhile: the lint scheduled since then publishes
         self.published[uri] = (version, findings)
         lines = split_lines(text)
-        diagnostics = [diagnostic(document, lines, f, version) for f in findings]
+        root = project_root(path)
+        diagnostics = [diagnostic(document, lines, f, version, root) for f in findings]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, diagnostics, version))
 
 
@@ -152,7 +154,10 @@ def _position(document: TextDocument, lines: Sequence[str], line: int, column: i
     return document.position_codec.position_to_client_units(lines, types.Position(line - 1, column - 1))
 
 
-def diagnostic(document: TextDocument, lines: Sequence[str], finding: Finding, version: int | None) -> types.Diagnostic:
+def diagnostic(
+    document: TextDocument, lines: Sequence[str], finding: Finding, version: int | None, root: str
+) -> types.Diagnostic:
+    """`root`: the project's (`project_root`): the message names files as `check` run there does."""
     start = _position(document, lines, finding.line, finding.column)
     end = _position(document, lines, finding.end_line, finding.end_column)
     data: dict[str, object] = {"version": version}
@@ -167,15 +172,34 @@ def diagnostic(document: TextDocument, lines: Sequence[str], finding: Finding, v
         )
         for step in finding.reached_by
     ]
+    named = as_check_shows(finding, root)
     return types.Diagnostic(
         range=types.Range(start, end),
-        message=finding.message + context_note(finding),
+        message=named.message + context_note(named),
         severity=SEVERITY[finding.severity],
         code=finding.code,
         source=NAME,
         related_information=related or None,
         data=data,
     )
+
+
+def as_check_shows(finding: Finding, root: str) -> Finding:
+    """The finding with the files of its chain, in its steps and its message, named relative to the
+    project's `root`, as `check` run from there names them. The index names them from this
+    process's working directory, the editor's, which may be anywhere; a file outside the root keeps
+    its absolute path."""
+    message, steps = finding.message, []
+    for step in finding.reached_by:
+        absolute = os.path.abspath(step.path)
+        relative = os.path.relpath(absolute, root)
+        if relative.startswith(os.pardir):
+            relative = absolute
+        for written in (absolute, shown(absolute)):  # the message names it as the index did (`shown`)
+            pattern = rf"(?<![^\s(\[]){re.escape(written)}:{step.line}\b"  # a whole path, not the tail of one
+            message = re.sub(pattern, lambda _, named=f"{relative}:{step.line}": named, message)
+        steps.append(dataclasses.replace(step, path=relative))
+    return dataclasses.replace(finding, message=message, reached_by=tuple(steps))
 
 
 def _wanted(only: Sequence[str] | None, kind: str) -> bool:

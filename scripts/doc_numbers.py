@@ -417,6 +417,7 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/editor.md", "In the editor: `flux-alias-lint server`"): "quote: the debounce",
     ("docs/editor.md", "VS Code"): "none",
     ("docs/editor.md", "Neovim (0.11 or newer)"): "a release",
+    ("docs/editor.md", "Neovim 0.7 to 0.10"): "releases",
     ("docs/editor.md", "Helix"): "none",
     ("docs/editor.md", "Next to ruff: keep the `# noqa` comments"): "ruff's pinned release (pyproject.toml)",
     ("docs/editor.md", "The CLI, as a ruff user expects it"): "ruff's pinned release (pyproject.toml)",

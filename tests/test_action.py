@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -288,13 +289,33 @@ def assert_only_libcst(python: Path) -> None:
     assert found["flux"] == flux_alias_lint.__version__
 
 
-def readme_install_block() -> list[str]:
-    """The README's install commands from a clone and from a wheel (its first bash block after Quick start's)."""
+def test_the_readme_names_what_the_wheel_pulls() -> None:
+    """The wheel line's comment names every distribution a plain install pulls on this Python: the
+    dependencies (pyproject.toml) and, as installed here, what libcst requires in turn."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    def needed(dist: str) -> list[str]:
+        requirements = map(Requirement, metadata.requires(dist) or [])
+        return [r.name for r in requirements if not r.marker or r.marker.evaluate({"extra": ""})]
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    direct = [Requirement(line).name for line in project["dependencies"]]
+    pulled = {name.lower() for name in direct + [n for dist in direct for n in needed(dist)]}
+    comment = readme_install_block(comments=True)[2].split("#", 1)[1]
+    named = {word.lower() for word in re.findall(r"[\w.-]+", comment)}
+    assert pulled <= named, f"the README says {comment.strip()!r}; a plain install pulls {sorted(pulled)}"
+
+
+def readme_install_block(comments: bool = False) -> list[str]:
+    """The README's install commands from a clone and from a wheel (its first bash block after Quick
+    start's), with their comments or not."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text[text.index("\n## Quick start\n") :]
     blocks = re.findall(r"```bash\n(.*?)```", section.split("\n## ", 2)[1], re.DOTALL)
     assert len(blocks) == 2, "Quick start has the quick-start lines, then the install block"
-    lines = [re.sub(r"\s+#.*", "", line) for line in blocks[1].splitlines()]
+    lines = [line if comments else re.sub(r"\s+#.*", "", line) for line in blocks[1].splitlines()]
     assert len(lines) == 3 and all("/path/to/flux-alias-lint" in line or "dist/" in line for line in lines), lines
     return lines
 

@@ -183,10 +183,10 @@ def test_flake8_builds_the_index_once_per_run(
 # pre-commit: the hook's own command on the changed files
 
 
-def hook_entry() -> list[str]:
-    """The `flux-alias-lint` hook's entry (.pre-commit-hooks.yaml), as `python -m flux_alias_lint ...`."""
+def hook_entry(hook: str = "flux-alias-lint") -> list[str]:
+    """The hook's entry (.pre-commit-hooks.yaml), as `python -m flux_alias_lint ...`."""
     hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
-    (entry,) = re.findall(r"^- id: flux-alias-lint\n(?:  .*\n)*?  entry: (.*)$", hooks, re.MULTILINE)
+    (entry,) = re.findall(rf"^- id: {hook}\n(?:  .*\n)*?  entry: (.*)$", hooks, re.MULTILINE)
     program, *args = entry.split()
     assert program == "flux-alias-lint"
     return ["-m", "flux_alias_lint", *args]
@@ -201,6 +201,29 @@ def test_committing_the_hand_off_alone_reports_the_loss_function_it_hands_over(p
         "flux-alias-lint: note: losses.py is reported too: its verdict is decided in train.py:9 "
         "(returned as the loss function by forward_step)"
     ) in result.stderr
+
+
+def test_the_fix_hook_on_the_hand_off_alone_fixes_the_loss_function_it_hands_over(project: Path) -> None:
+    before = (project / "losses.py").read_text()
+    result = run(project, *hook_entry("flux-alias-lint-fix"), "train.py")
+    assert result.returncode == 1, result.stdout + result.stderr  # it changed a file, to be reviewed
+    assert found(result.stdout) == [], result.stdout
+    assert "Found 1 error (1 fixed, 0 remaining)." in result.stdout
+    assert "flux-alias-lint: note: losses.py is fixed too: its verdict is decided in train.py:9 " in result.stderr
+    after = (project / "losses.py").read_text()
+    assert after != before and after.replace(".clone()", "") == before
+    again = run(project, *hook_entry("flux-alias-lint-fix"), "train.py")
+    assert again.returncode == 0 and found(again.stdout) == [], again.stdout + again.stderr
+    assert (project / "losses.py").read_text() == after
+
+
+def test_a_fix_run_never_tells_to_use_fix(project: Path) -> None:
+    (project / "losses.py").chmod(0o444)  # the finding stays: its file is read-only
+    result = run(project, *hook_entry("flux-alias-lint-fix"), "losses.py")
+    assert found(result.stdout) == [LOSSES] and result.returncode == 1, result.stdout + result.stderr
+    assert "losses.py: read-only file, not fixed" in result.stderr
+    assert "--fix` option" not in result.stdout
+    assert "[*] 1 fixable with the `--fix` option." in run(project, *hook_entry(), "losses.py").stdout
 
 
 def test_a_change_reports_no_file_it_does_not_decide(project: Path) -> None:

@@ -37,8 +37,10 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    # No GIT_DIR & co. from an enclosing hook, no outer virtualenv, a private pre-commit cache.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT", "VIRTUAL_ENV"))}
+    # No GIT_DIR & co. from an enclosing hook, no outer virtualenv or PYTHONPATH (the hook must run
+    # the package pre-commit installed, not a checkout on the path), a private pre-commit cache.
+    drop = ("GIT_", "PRE_COMMIT", "VIRTUAL_ENV", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     for role in ("AUTHOR", "COMMITTER"):
         env |= {f"GIT_{role}_NAME": "test", f"GIT_{role}_EMAIL": "test@example.invalid"}
     return env | {"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
@@ -141,3 +143,38 @@ def test_readme_snippet_resolves_its_rev(tmp_path: Path, env: dict[str, str]) ->
     check = pre_commit(project, env)
     assert check.returncode == 1, check.stdout + check.stderr  # the hook ran at that rev and found the bug
     assert "train.py:4:32: FAL001" in check.stdout
+
+
+LOSSES = SEED.replace(FORWARD_STEP, "")
+HANDED_OVER = "from losses import loss_func\n" + FORWARD_STEP
+
+
+def test_the_readme_rev_has_the_cross_file_verdict_the_readme_promises(tmp_path: Path, env: dict[str, str]) -> None:
+    """The README's pre-commit section says a commit that changes only the file handing a loss
+    function to Megatron gets the error in the loss function's own file: the hook at the README's
+    rev, installed by pre-commit from a clone of this repository, must do it (at an older rev the
+    commit passes)."""
+    snippet = readme_snippet()
+    assert "changes only the file handing a loss function to Megatron" in (ROOT / "README.md").read_text()
+    rev = re.search(r"^\s+rev: (\S+)", snippet, re.MULTILINE)[1]
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, capture_output=True, env=env)
+    if subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=clone, env=env, check=False).returncode:
+        pytest.skip(f"{rev} is not in this checkout's history (test_doc_numbers.py says whether it should be)")
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "losses.py").write_text(LOSSES)
+    (project / "train.py").write_text("from losses import loss_func\n")
+    config = re.sub(r"^(\s+- repo: )\S+", rf"\g<1>{clone}", snippet, count=1, flags=re.MULTILINE)
+    (project / ".pre-commit-config.yaml").write_text(config)
+    git(project, env, "init", "-q")
+    git(project, env, "add", "-A")
+    git(project, env, "commit", "-q", "--no-verify", "-m", "a loss function nothing hands over: a warning")
+    # The commit that hands it over, alone: pre-commit checks the staged train.py only.
+    (project / "train.py").write_text(HANDED_OVER)
+    git(project, env, "add", "train.py")
+    cmd = [sys.executable, "-m", "pre_commit", "run", "--color", "never"]
+    run = subprocess.run(cmd, check=False, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "losses.py:4:32: FAL001" in run.stdout and "[megatron via train.py:" in run.stdout, run.stdout

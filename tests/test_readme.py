@@ -55,6 +55,31 @@ def run_line(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_each_line_makes_its_own_virtualenv() -> None:
+    """ "Each line makes its own virtualenv and works alone": run one after the other, the second must
+    not reuse (or change) the first's."""
+    made = []
+    for line in quick_start(ROOT / "README.md"):
+        (venv,) = re.findall(r"python3 -m venv (\S+)", line)
+        assert f". {venv}/bin/activate" in line, line
+        made.append(venv)
+    assert len(set(made)) == len(made), made
+
+
+def test_the_readme_says_where_the_suite_downloads_the_host_releases(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flux_alias_lint.harness import hosts
+
+    monkeypatch.delenv(hosts.CACHE_ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    default = "~/" + hosts.cache_dir().relative_to(Path.home()).as_posix()
+    text = readme_text(ROOT)
+    section = text[text.index("\n## Quick start\n") :].split("\n## ", 2)[1]
+    for said in (f"`{default}`", f"`{hosts.CACHE_ENV}=DIR`", "`$XDG_CACHE_HOME`"):
+        assert said in section, said
+    monkeypatch.setenv(hosts.CACHE_ENV, "/elsewhere")
+    assert hosts.cache_dir() == Path("/elsewhere")
+
+
 def test_first_line_lints_the_shipped_examples(tmp_path: Path) -> None:
     clone = fresh_clone(tmp_path / "clone")
     lint, _ = quick_start(clone / "README.md")

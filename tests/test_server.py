@@ -142,7 +142,7 @@ async def test_seed_diagnostic_and_its_quick_fix(client: LanguageClient, tmp_pat
     assert diagnostic.code == "FAL001" and diagnostic.source == "flux-alias-lint"
     assert diagnostic.severity == types.DiagnosticSeverity.Error
     assert diagnostic.range == types.Range(types.Position(16, 39), types.Position(16, 56))
-    assert diagnostic.message.endswith(f"[megatron via {tmp_path / 'seed.py'}:10]")
+    assert diagnostic.message.endswith("[megatron via seed.py:10]")  # as `check` run in the project names it
     assert [info.location.range.start.line for info in diagnostic.related_information] == [18, 9]
 
     actions = await _actions(client, uri, [diagnostic])
@@ -204,7 +204,25 @@ async def test_saving_a_file_refreshes_the_project_context(client: LanguageClien
     republished = client.published.of(loss, 1, since)
     client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(train.as_uri())))
     (after,) = await republished
-    assert after.message.endswith(f"[megatron via {train}:4]")
+    assert after.message.endswith("[megatron via train.py:4]")
+    assert after.related_information[-1].location.uri == train.as_uri()
+
+
+@pytest.mark.asyncio
+async def test_messages_name_files_as_check_in_the_project_does(client: LanguageClient, tmp_path: Path) -> None:
+    """The server runs wherever the editor started it (here: this checkout, outside the project);
+    its messages name the project's files as `check` run in the project does, relative to it."""
+    assert not Path.cwd().is_relative_to(tmp_path)
+    caller = tmp_path / "caller.py"
+    caller.write_text(
+        "from loss import loss_func\n\n\ndef evaluate(output, n):\n"
+        "    loss, report = loss_func(output)\n    loss /= n\n    return report\n"
+    )
+    (diagnostic,) = await client.published.of(_open(client, tmp_path / "loss.py", LOSS), 1)
+    assert "the caller at caller.py:6 rescales it in place" in diagnostic.message, diagnostic.message
+    assert diagnostic.message.endswith("[in-place-caller via caller.py:6]"), diagnostic.message
+    assert str(tmp_path) not in diagnostic.message
+    assert diagnostic.related_information[-1].location.uri == caller.as_uri()
 
 
 @pytest.mark.asyncio

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..source import collections_paused, saved_text
+from ..workers import die_with_parent
 from .files import project_roots, python_files
 from .following import FollowedEvidence
 from .gates import gates
@@ -57,7 +58,7 @@ def collect_evidence(
     found: dict[Asked, list[str]] = {}
     import multiprocessing  # only when workers are started: a pre-commit run's few files need none
 
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    with multiprocessing.get_context("fork").Pool(jobs, die_with_parent, (os.getpid(),)) as pool:
         for part in pool.map(collect, shares):
             for whole, share in zip((evidence, depends_on, searched, found), part, strict=True):
                 whole.update(share)
