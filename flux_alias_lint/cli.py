@@ -607,21 +607,21 @@ def _decided_elsewhere(files: list[str], settings: _Settings, reached: Mapping[s
     found = {path: decided(result) for path, result in _check_grouped(others, settings, Mode.CHECK, reached)}
     found = {path: findings for path, findings in found.items() if findings}
     mode = _mode(args)
-    results = dict(_check_grouped(list(found), settings, mode, reached)) if mode is not Mode.CHECK else {}
+    fixed = dict(_check_grouped(list(found), settings, mode, reached)) if mode is not Mode.CHECK else {}
+    results = []
     for path, findings in found.items():
-        result = results.get(path)
-        results[path] = (
-            FileResult(path, findings) if result is None else dataclasses.replace(result, findings=decided(result))
-        )
+        result = fixed.get(path)
+        result = FileResult(path, findings) if result is None else dataclasses.replace(result, findings=decided(result))
         if not args.quiet:
             step = step_in(findings[0], named)
-            done = "fixed" if results[path].changed and args.fix else "reported"
+            done = "fixed" if result.changed and args.fix else "reported"
             print(
                 f"flux-alias-lint: note: {path} is {done} too: its verdict is decided in {step.path}:{step.line} "
                 f"({step.what})",
                 file=sys.stderr,
             )
-    return list(results.values())
+        results.append(result)
+    return results
 
 
 def _verify(args: argparse.Namespace) -> int:
