@@ -147,6 +147,8 @@ class Cache:
         self.results: dict[str, list] = {}
         self._dependencies: dict[str, list[str] | None] = {}  # `_dependency_once`'s
         self._lookups: dict[tuple[str, str, int], str | None] = {}  # `_found_once`'s
+        self._roots: dict[str, tuple[str | None, str | None]] = {}  # and what they found of the projects
+        self._files_asked: dict[str, bool] = {}  # and of the files
         self._dirty = False
         try:
             header, _, body = _read(self.file).partition(b"\n")
@@ -244,11 +246,18 @@ class Cache:
         return self._dependencies[path]
 
     def _found_once(self, importer: str, dotted: str, level: int) -> str | None:
-        """`find_module`, asked once a run however many cached results looked for the module."""
+        """`find_module`, asked once a run however many cached results looked for the module, the
+        lookups sharing the project roots and the files they ask about."""
         key = (os.path.abspath(importer), dotted, level)
         if key not in self._lookups:
-            self._lookups[key] = find_module(importer, dotted, level)
+            self._lookups[key] = find_module(importer, dotted, level, self._roots, self._is_file)
         return self._lookups[key]
+
+    def _is_file(self, path: str) -> bool:
+        found = self._files_asked.get(path)
+        if found is None:
+            found = self._files_asked[path] = os.path.isfile(path)
+        return found
 
     def _valid_result(self, cached: object) -> bool:
         """`[rows, error, dependencies, lookups]`, every row a finding this run could report and no
@@ -261,10 +270,8 @@ class Cache:
         if not (isinstance(lookups, list) and all(_valid_lookup(lookup) for lookup in lookups)):
             return False
         if error is not None:
-            valid = isinstance(error, str) and rows == []
-        else:
-            valid = isinstance(rows, list) and all(self._valid_row(row) for row in rows)
-        return valid and all(map(_printable, _strings([rows, error])))
+            return isinstance(error, str) and rows == [] and _printable(error)
+        return isinstance(rows, list) and all(self._valid_row(row) for row in rows)
 
     def _valid_row(self, row: object) -> bool:
         """A cached finding: each field of the type `Finding` declares, a known and selected rule,
@@ -277,6 +284,8 @@ class Cache:
         if values["code"] not in RULES or not self.selection.enabled(values["code"]):
             return False
         if values["context"] not in _CONTEXTS or any(values[name] < 1 for name in _POSITIONS):
+            return False
+        if not all(map(_printable, _strings(row))):
             return False
         return (values["end_line"], values["end_column"]) >= (values["line"], values["column"])
 

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..facts.projects import declares_a_project
@@ -206,13 +206,19 @@ class Read:
     lookups: tuple[Lookup, ...] = ()
 
 
-def find_module(importer: str, dotted: str, level: int) -> str | None:
+def find_module(
+    importer: str,
+    dotted: str,
+    level: int,
+    known: dict[str, tuple[str | None, str | None]] | None = None,
+    is_file: Callable[[str], bool] = os.path.isfile,
+) -> str | None:
     """The file of module `dotted` as `importer` imports it (`level`: the dots of a relative import),
     found the way Python's path would: relative to the importer's package, else from each directory
     above it up to its project root, then the root's `src/` (so `src/` layouts and nested packages
     resolve, also from outside `src/`). None: outside
     the project."""
-    importer = os.path.realpath(importer)
+    importer = real_path(importer)
     parts = dotted.split(".") if dotted else []
     directory = os.path.dirname(importer)
     if level:
@@ -220,7 +226,7 @@ def find_module(importer: str, dotted: str, level: int) -> str | None:
             directory = os.path.dirname(directory)
         bases = [directory]
     else:
-        root = project_root(importer)
+        root = project_root(importer, known)
         bases = []
         while directory == root or directory.startswith(root + os.sep):
             bases.append(directory)
@@ -229,6 +235,6 @@ def find_module(importer: str, dotted: str, level: int) -> str | None:
     for base in bases:
         candidate = os.path.join(base, *parts)
         for path in (candidate + ".py", os.path.join(candidate, "__init__.py")):
-            if path != importer and os.path.isfile(path):
+            if path != importer and is_file(path):
                 return path
     return None
