@@ -19,6 +19,7 @@ class Trainer:
         return loss.detach() / self.args.gradient_accumulation_steps  # 3608
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # 3610 transformers-compute-loss
+        labels = inputs.pop("labels")  # 3617
         outputs = model(**inputs)  # 3625
         if self.compute_loss_func is not None:  # 3638
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)  # 3639

@@ -21,6 +21,7 @@ class Trainer:
         return loss.detach()  # 4073
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # 4075 transformers-compute-loss
+        labels = inputs.pop("labels")  # 4102
         outputs = model(**inputs)  # 4110
         if self.compute_loss_func is not None:  # 4117
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)  # 4123
