@@ -9,7 +9,6 @@ RELEASES = ">=0.11.0,<0.13.0"
 MEASURED = "0.12.0"
 FILE = "accelerator.py"
 
-
 class Accelerator:
     def backward(self, loss, **kwargs):  # 874 accelerate-backward
         loss /= self.gradient_accumulation_steps  # 878

@@ -10,7 +10,6 @@ RELEASES = ">=4.46.0,<4.46.2"
 MEASURED = "4.46.0"
 FILE = "trainer.py"
 
-
 class Trainer:
     def training_step(self, model, inputs, num_items_in_batch=None):  # 3542 transformers-training-step
         loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)  # 3572
@@ -18,7 +17,9 @@ class Trainer:
         self.accelerator.backward(loss)  # 3606
         return loss.detach() / self.args.gradient_accumulation_steps  # 3608
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # 3610 transformers-compute-loss
+    def compute_loss(
+        self, model, inputs, return_outputs=False, num_items_in_batch=None
+    ):  # 3610 transformers-compute-loss
         labels = inputs.pop("labels")  # 3617
         outputs = model(**inputs)  # 3625
         if self.compute_loss_func is not None:  # 3638

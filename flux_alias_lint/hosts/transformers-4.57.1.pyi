@@ -12,7 +12,6 @@ RELEASES = ">=4.46.2"
 MEASURED = "4.57.1"
 FILE = "trainer.py"
 
-
 class Trainer:
     def training_step(self, model, inputs, num_items_in_batch=None):  # 3981 transformers-training-step
         loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)  # 4020
@@ -20,7 +19,9 @@ class Trainer:
         self.accelerator.backward(loss)  # 4071
         return loss.detach()  # 4073
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # 4075 transformers-compute-loss
+    def compute_loss(
+        self, model, inputs, return_outputs=False, num_items_in_batch=None
+    ):  # 4075 transformers-compute-loss
         labels = inputs.pop("labels")  # 4102
         outputs = model(**inputs)  # 4110
         if self.compute_loss_func is not None:  # 4117

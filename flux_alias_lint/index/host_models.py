@@ -94,9 +94,10 @@ def _read(name: str, text: str) -> Model:
             methods = {m.name: m for m in stmt.body if isinstance(m, ast.FunctionDef)}
             classes[stmt.name] = methods
             for method in methods.values():
-                match = _LINE.search(lines[method.lineno - 1])
-                if match is not None and match[2]:
-                    contexts[f"{stmt.name}.{method.name}"] = match[2]
+                header = lines[method.lineno - 1 : method.body[0].lineno - 1]  # a formatter may wrap the `def`
+                for match in filter(None, map(_LINE.search, header)):
+                    if match[2]:
+                        contexts[f"{stmt.name}.{method.name}"] = match[2]
     return Model(
         name,
         _constant(tree, "DISTRIBUTION"),
