@@ -3,6 +3,7 @@ real release's, line for line, and a toy project run through the real release mo
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import re
 
@@ -11,6 +12,7 @@ import pytest
 from flux_alias_lint.harness import hosts
 from flux_alias_lint.index import host_models
 from flux_alias_lint.index.host_models import models, writes
+from flux_alias_lint.index.settings import numbers
 from flux_alias_lint.index.versions import allowed, relation
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "FAL005"
@@ -115,3 +117,21 @@ def test_a_write_chain_names_the_hosts_file_and_line() -> None:
         "Trainer.training_step, transformers 4.46.0 trainer.py:3605: loss *= self.args.gradient_accumulation_steps"
     )
     assert write.factor == "gradient_accumulation_steps"
+
+
+def test_a_write_by_one_step_is_no_finding_and_leaves_the_kept_value() -> None:
+    # `gradient_accumulation_steps=1` in the project's TrainingArguments: the factor of the model's write; the real
+    # 4.46.0 at one step leaves the kept value as it is, at two it moves.
+    folder = FIXTURES / "neg_trainer_gradient_accumulation_steps_one"
+    assert host_models.factors(hosts.TRAINING_STEP) == {"gradient_accumulation_steps"}
+    assert numbers(str(folder / "loss.py"), "gradient_accumulation_steps") == (
+        (f"{folder.relative_to(FIXTURES.parents[1]).as_posix()}/loss.py:16", 1),
+    )
+    hosts.install(hosts.TRANSFORMERS_4_46_0)
+    host = hosts.under(hosts.TRAINING_STEP, "4.46.0")
+    subject = hosts.ModuleSubject(str(folder / "loss.py"), "LoggingTrainer.compute_loss")
+    [held] = hosts.run_under_host(dataclasses.replace(host, factor=1), [subject])
+    [moved] = hosts.run_under_host(host, [subject])
+    assert not held.error and held.ran.startswith("transformers 4.46.0, real"), held
+    assert not held.moved, held.moved
+    assert moved.moved, moved
