@@ -175,18 +175,40 @@ class HostEvidence(Resolver):
 
     def _derives(self, module: Symbols, cls: ast.ClassDef, packages: tuple[str, ...], suffix: str = "Trainer") -> bool:
         """Whether `cls`, or a base class of it in the project, names a base `...{suffix}` imported from one
-        of `packages`."""
+        of `packages`: under any of the module-level imports binding its name, those under `try:`/`except
+        ImportError:` or `if version...: else:` too (ms-swift's `GKDTrainer`), whatever the local name."""
         for owner, klass in ((module, cls), *self._bases(module, cls, 0)):
             for base in klass.bases:
                 chain = dotted(base)
-                if chain is None or not chain.endswith(suffix):
+                if chain is None:
                     continue
                 head, _, rest = chain.partition(".")
-                target = owner.qualified.get(head, "")
-                full = f"{target}.{rest}" if rest else target
-                if full.split(".")[0] in packages:
-                    return True
+                for target in _bound(owner.tree).get(head, ()):
+                    full = f"{target}.{rest}" if rest else target
+                    if full.split(".")[0] in packages and full.rpartition(".")[2].endswith(suffix):
+                        return True
         return False
+
+
+def _bound(tree: ast.Module) -> dict[str, set[str]]:
+    """Each name the module's top-level imports bind, and every target bound to it: in the module's body and in
+    its `if`/`else` and `try`/`except` blocks, all alternatives kept."""
+    found: dict[str, set[str]] = {}
+    blocks = [tree.body]
+    while blocks:
+        for node in blocks.pop():
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    head = alias.name.split(".")[0]
+                    found.setdefault(alias.asname or head, set()).add(alias.name if alias.asname else head)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                for alias in node.names:
+                    found.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+            elif isinstance(node, ast.If):
+                blocks += [node.body, node.orelse]
+            elif isinstance(node, ast.Try):
+                blocks += [node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)]
+    return found
 
 
 def _enclosing(scope: list[ast.AST]) -> ast.ClassDef | None:
