@@ -135,3 +135,38 @@ def test_a_write_by_one_step_is_no_finding_and_leaves_the_kept_value() -> None:
     assert not held.error and held.ran.startswith("transformers 4.46.0, real"), held
     assert not held.moved, held.moved
     assert moved.moved, moved
+
+
+_ORIGINS = {
+    "override": "what a `{}` override returns",
+    "attribute": "what the `{}` handed to it returns",
+    "forward": "the model's `forward` output's `{}`",
+    "parameter": "the `{}` handed to it",
+}
+
+
+def _rows() -> list[str]:
+    """docs/context.md's table of the host models: one row per in-place write, with what it reaches (the project
+    class overriding nothing, then its `compute_loss`)."""
+    found: dict[tuple[str, int], list[host_models.Write]] = {}
+    for distribution, (entry, _) in ENTRIES.items():
+        for overrides in ({}, {"compute_loss": False}):
+            for write in writes(distribution, entry, overrides):
+                found.setdefault((write.model.name, write.steps[-1].line), []).append(write)
+    rows = []
+    for each in found.values():
+        first = each[0]
+        step = first.steps[-1]
+        reaches = sorted({_ORIGINS[kind].format(name) for kind, name in (w.origin for w in each)})
+        under = ", ".join(f"`{g}`" for g in first.guards) or "always"
+        rows.append(
+            f"| `hosts/{first.model.name}.pyi` | `{first.model.releases}` | {step.method}, {first.model.file}:{step.line} "
+            f"`{step.text}` | {under} | {'; '.join(reaches)} | `{first.context}` |"
+        )
+    return rows
+
+
+def test_the_context_docs_list_every_model_write_as_the_models_say() -> None:
+    lines = (FIXTURES.parents[1] / "docs" / "context.md").read_text(encoding="utf-8").splitlines()
+    missing = [row for row in _rows() if row not in lines]
+    assert not missing, "docs/context.md 'Hosts' should have these rows:\n" + "\n".join(missing)

@@ -151,7 +151,7 @@ class _Run:
                 step = self.model.step(method, stmt)
                 factor = stmt.value.attr if isinstance(stmt.value, ast.Attribute) else ast.unparse(stmt.value)
                 context = self.model.contexts.get(method, "")
-                for origin, steps in env.get(stmt.target.id, frozenset()):
+                for origin, steps in sorted(env.get(stmt.target.id, frozenset()), key=_order):
                     self.writes.append(Write(self.model, origin, context, factor, guards, (*steps, step)))
             elif isinstance(stmt, ast.If):
                 settings = tuple(
@@ -195,6 +195,11 @@ class _Run:
         if (name not in self.overrides or self.overrides[name]) and depth < _DEPTH:
             found.update((origin, (*steps, step)) for origin, steps in self.method(name, depth + 1))
         return frozenset(found)
+
+
+def _order(value: tuple[Origin, tuple[ModelStep, ...]]) -> tuple[Origin, list[int]]:
+    """Writes in one order, run after run (a set's order is not)."""
+    return value[0], [step.line for step in value[1]]
 
 
 def _of_args(node: ast.expr) -> bool:
