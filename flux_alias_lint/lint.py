@@ -242,8 +242,10 @@ def _analyze_parsed(
         if lines:  # a triaged piece: its lines are elsewhere in the file
             start_line, end_line, def_line = lines[start_line - 1], lines[end_line - 1], lines[def_line - 1]
         reach = _reach_of(context, context.reaches.get(def_line, UNREACHED_REACH), raw)
-        if reach is None:
+        if reach is None and raw.write is None:
             continue  # the releases the project runs leave the value as it is
+        if reach is None:  # ... but the function's own write changes it, whoever calls it (`in-function`)
+            reach = UNREACHED_REACH
         if not reach.steps and def_line in context.not_loss_functions:  # not a loss function: nothing to say
             continue
         rule = ANALYSIS_RULES[raw.code]

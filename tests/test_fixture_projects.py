@@ -47,6 +47,11 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_composer_own_checkout": "Composer 0.10+'s Trainer._train_microbatch (a new sum as the loss)",
     "FAL005/neg_host_lightning_out_of_place": "Lightning's out-of-place scaling",
     "FAL005/neg_host_megatron_before_0_7": "megatron-core 0.6's out-of-place division",
+    "FAL005/neg_trainer_training_step_overridden": "transformers 4.46.0's Trainer (test_host_models.py)",
+    "FAL005/neg_trainer_compute_loss_func_never_called": "transformers 4.57's Trainer, never calling the function",
+    "FAL005/neg_trainer_gradient_accumulation_steps_one": "transformers 4.46.0's Trainer at 1 step (test_host_models.py)",
+    "FAL005/host_trainer_base_under_a_try_import": "transformers 4.46.0's Trainer.training_step",
+    "FAL005/trainer_write_after_capture_pinned_after_4_46": "its own in-place write, under transformers 4.57's Trainer",
 }
 
 

@@ -4,13 +4,18 @@ Each row is one host: the call through which it receives the user's loss, the in
 its factor, what the factor depends on, and the releases that do it (PEP 440 specifiers, read by
 `index/versions.py`; measured by running each release's own code, docs/context.md "Hosts"). A row's
 `name` is the context of the findings it proves (`index/reach.py`). The project's own accumulation
-loop (`in-place-caller`) needs no row: it is in the project, whatever the release. Out of place, and
+loop (`in-place-caller`) needs no row: it is in the project, whatever the release. Where a host is modelled as
+code (`hosts/*.pyi`, `index/host_models.py`: transformers' `Trainer.training_step`, accelerate's
+`Accelerator.backward`), its row's releases are the models' and which project functions it reaches is theirs; the
+row keeps what a finding says. Out of place, and
 so no rows: Lightning, DeepSpeed, torchtitan, Colossal-AI, NeMo, Megatron-Bridge, TRL, axolotl.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+from ..index import host_models
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +100,7 @@ TRAINING_STEP = Host(
     "`loss *= self.args.gradient_accumulation_steps`",
     "× gradient_accumulation_steps",
     ("grad-accum steps",),
-    (">=4.46.0,<4.46.2",),
+    host_models.releases("transformers-training-step"),  # its model: hosts/transformers-4.46.0.pyi
     "transformers 4.46.0–4.46.1",
     "trainer.py:3605 (4.46.0), right after compute_loss returns, before backward",
     "FAL005/host_transformers_training_step",
@@ -137,7 +142,7 @@ ACCELERATE_BACKWARD = Host(
     "`loss /= self.gradient_accumulation_steps`",
     "÷ gradient_accumulation_steps",
     ("grad-accum steps",),
-    (">=0.11.0,<0.13.0",),
+    host_models.releases("accelerate-backward"),  # its model: hosts/accelerate-0.12.0.pyi
     "accelerate 0.11.0–0.12.0",
     "accelerator.py:797 (0.11.0) / :878 (0.12.0), Accelerator.backward",
     "FAL005/host_accelerate_backward",

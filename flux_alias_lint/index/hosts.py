@@ -17,16 +17,9 @@ from __future__ import annotations
 
 import ast
 
+from .host_models import Write, writes
 from .nodes import body_walk, dotted, is_self_attribute, last_name
-from .reach import (
-    ACCELERATE_BACKWARD,
-    COMPOSER,
-    COMPOSER_TOTAL,
-    TRANSFORMERS_COMPUTE_LOSS,
-    TRANSFORMERS_TRAINING_STEP,
-    Reach,
-    Step,
-)
+from .reach import COMPOSER, COMPOSER_TOTAL, Reach, Step
 from .resolve import Resolver
 from .symbols import Symbols
 
@@ -56,9 +49,12 @@ class HostEvidence(Resolver):
     def _host_evidence(self, module: Symbols) -> None:
         for scope, function in module.scoped:
             cls = scope[-1] if scope and isinstance(scope[-1], ast.ClassDef) else None
-            if cls is not None and function.name == "compute_loss" and self._derives(module, cls, _TRAINER_PACKAGES):
-                what = f"its loss is returned by {cls.name}.compute_loss to Trainer.training_step"
-                self._reach(module.path, function, self._host(module, function, TRANSFORMERS_TRAINING_STEP, what))
+            if cls is not None and function in cls.body and self._derives(module, cls, _TRAINER_PACKAGES):
+                # What transformers' Trainer does with what this override returns, as its models run it.
+                for write in self._trainer_writes(module, cls):
+                    if write.origin == ("override", function.name):
+                        what = f"its loss is returned by {cls.name}.{function.name} to {write.said}"
+                        self._reach(module.path, function, self._host(module, function, write.context, what))
             if (
                 cls is not None
                 and function.name == "loss"
@@ -87,28 +83,34 @@ class HostEvidence(Resolver):
                 and any(is_self_attribute(t) and t.attr == "compute_loss_func" for t in node.targets)
                 and self._in_trainer(module, scope)
             ):  # the base `Trainer.compute_loss` calls `self.compute_loss_func` (LLaMA-Factory's trainers)
-                what = "stored as self.compute_loss_func, which the base Trainer.compute_loss calls and rescales"
-                self._handed(module, scope, node.value, TRANSFORMERS_COMPUTE_LOSS, self._step(module, node, what))
+                for write in self._handed_func_writes(module, _enclosing(scope)):
+                    what = f"stored as self.compute_loss_func, which reaches {write.said}"
+                    self._handed(module, scope, node.value, write.context, self._step(module, node, what))
             if not isinstance(node, ast.Call):
                 continue
             name = last_name(node.func) or ""
             # `Trainer(...)`, or `super().__init__(...)` in a subclass of one (TRL's `SFTTrainer`)
-            trainer = name.endswith("Trainer") or (
-                name == "__init__" and _of_super(node.func) and self._in_trainer(module, scope)
-            )
+            own = name == "__init__" and _of_super(node.func) and self._in_trainer(module, scope)
+            trainer = name.endswith("Trainer") or own
             for keyword in node.keywords:
                 if keyword.arg == "compute_loss_func" and trainer:
-                    self._handed_as_compute_loss_func(module, scope, node, keyword.value, name)
+                    cls = _enclosing(scope)
+                    receiver = (module, cls) if own and cls else self._trainer_class(module, node.func)
+                    self._handed_as_compute_loss_func(module, scope, node, keyword.value, name, receiver)
                 elif keyword.arg is None and isinstance(keyword.value, ast.Name):
                     # `trainer_cls(**kwargs)` after `kwargs["compute_loss_func"] = f` in the same function
                     # (axolotl's builders): the key names the Trainer's parameter, whatever the callee's name
                     for value in _entries(nodes, keyword.value.id, "compute_loss_func"):
-                        self._handed_as_compute_loss_func(module, scope, node, value, name)
+                        self._handed_as_compute_loss_func(module, scope, node, value, name, None)
             if name == "backward" and _accelerator(node.func) and len(node.args) == 1:
                 loss = node.args[0]
-                what = "its loss is handed to accelerator.backward, which divides it in place"
+                written = [w for w in writes("accelerate", "Accelerator.backward") if w.origin == ("parameter", "loss")]
+                if not written:
+                    continue
+                context = written[0].context
+                what = f"its loss is handed to accelerator.backward: {written[0].said}"
                 if isinstance(loss, ast.Call):
-                    self._handed(module, scope, loss.func, ACCELERATE_BACKWARD, self._step(module, node, what))
+                    self._handed(module, scope, loss.func, context, self._step(module, node, what))
                 elif isinstance(loss, ast.Name):
                     for assign in assigned.get(loss.id, []):
                         if isinstance(assign.value, ast.Call) and assign.lineno < node.lineno:
@@ -117,20 +119,54 @@ class HostEvidence(Resolver):
                                 module,
                                 scope,
                                 assign.value.func,
-                                ACCELERATE_BACKWARD,
+                                context,
                                 step,
                                 self._step(module, node, what),
                             )
 
     def _handed_as_compute_loss_func(
-        self, module: Symbols, scope: list[ast.AST], call: ast.Call, value: ast.expr, name: str
+        self,
+        module: Symbols,
+        scope: list[ast.AST],
+        call: ast.Call,
+        value: ast.expr,
+        name: str,
+        receiver: tuple[Symbols, ast.ClassDef] | None,
     ) -> None:
-        what = f"passed as compute_loss_func to {name}, whose compute_loss rescales its loss"
-        self._handed(module, scope, value, TRANSFORMERS_COMPUTE_LOSS, self._step(module, call, what))
+        """`receiver`: the project's Trainer class given it (None: transformers' own, or one not known)."""
+        for write in self._handed_func_writes(*(receiver or (module, None))):
+            what = f"passed as compute_loss_func to {name}, which reaches {write.said}"
+            self._handed(module, scope, value, write.context, self._step(module, call, what))
+
+    def _handed_func_writes(self, module: Symbols, cls: ast.ClassDef | None) -> list[Write]:
+        """The writes of transformers' Trainer on what a `compute_loss_func` returns, the Trainer being `cls` (a
+        project class, its overrides replacing the host's methods) or transformers' own (None)."""
+        found = (
+            self._trainer_writes(module, cls) if cls is not None else writes("transformers", "Trainer.training_step")
+        )
+        return [w for w in found if w.origin == ("attribute", "compute_loss_func")]
+
+    def _trainer_writes(self, module: Symbols, cls: ast.ClassDef) -> list[Write]:
+        """The in-place writes transformers' Trainer makes under the project class `cls`: its methods, and those
+        of its bases in the project, nearest first, override the model's (each calling `super()`'s or not)."""
+        overrides: dict[str, bool] = {}
+        for _, klass in ((module, cls), *self._bases(module, cls, 0)):
+            for method in klass.body:
+                if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and method.name not in overrides:
+                    overrides[method.name] = any(
+                        isinstance(n, ast.Call) and _of_super(n.func) and last_name(n.func) == method.name
+                        for n in ast.walk(method)
+                    )
+        return writes("transformers", "Trainer.training_step", overrides)
+
+    def _trainer_class(self, module: Symbols, func: ast.expr) -> tuple[Symbols, ast.ClassDef] | None:
+        """The project class a `...Trainer(...)` call makes, if the project defines it."""
+        found = self._classes(module, func)
+        return found[0] if found else None
 
     def _in_trainer(self, module: Symbols, scope: list[ast.AST]) -> bool:
         """Whether the innermost class of `scope` derives a `...Trainer` of transformers or TRL."""
-        cls = next((s for s in reversed(scope) if isinstance(s, ast.ClassDef)), None)
+        cls = _enclosing(scope)
         return cls is not None and self._derives(module, cls, _TRAINER_PACKAGES)
 
     def _handed(self, module: Symbols, scope: list[ast.AST], node: ast.expr, context: str, *steps: Step) -> None:
@@ -139,18 +175,45 @@ class HostEvidence(Resolver):
 
     def _derives(self, module: Symbols, cls: ast.ClassDef, packages: tuple[str, ...], suffix: str = "Trainer") -> bool:
         """Whether `cls`, or a base class of it in the project, names a base `...{suffix}` imported from one
-        of `packages`."""
+        of `packages`: under any of the module-level imports binding its name, those under `try:`/`except
+        ImportError:` or `if version...: else:` too (ms-swift's `GKDTrainer`), whatever the local name."""
         for owner, klass in ((module, cls), *self._bases(module, cls, 0)):
             for base in klass.bases:
                 chain = dotted(base)
-                if chain is None or not chain.endswith(suffix):
+                if chain is None:
                     continue
                 head, _, rest = chain.partition(".")
-                target = owner.qualified.get(head, "")
-                full = f"{target}.{rest}" if rest else target
-                if full.split(".")[0] in packages:
-                    return True
+                for target in _bound(owner.tree).get(head, ()):
+                    full = f"{target}.{rest}" if rest else target
+                    if full.split(".")[0] in packages and full.rpartition(".")[2].endswith(suffix):
+                        return True
         return False
+
+
+def _bound(tree: ast.Module) -> dict[str, set[str]]:
+    """Each name the module's top-level imports bind, and every target bound to it: in the module's body and in
+    its `if`/`else` and `try`/`except` blocks, all alternatives kept."""
+    found: dict[str, set[str]] = {}
+    blocks = [tree.body]
+    while blocks:
+        for node in blocks.pop():
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    head = alias.name.split(".")[0]
+                    found.setdefault(alias.asname or head, set()).add(alias.name if alias.asname else head)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                for alias in node.names:
+                    found.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+            elif isinstance(node, ast.If):
+                blocks += [node.body, node.orelse]
+            elif isinstance(node, ast.Try):
+                blocks += [node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)]
+    return found
+
+
+def _enclosing(scope: list[ast.AST]) -> ast.ClassDef | None:
+    """The innermost class of `scope`."""
+    return next((s for s in reversed(scope) if isinstance(s, ast.ClassDef)), None)
 
 
 def _of_super(func: ast.expr) -> bool:

@@ -31,8 +31,9 @@ from collections.abc import Iterator
 from ..facts.hosts import BY_NAME, MEGATRON, Host
 from ..facts.projects import DECLARING_FILES, LOCK_FILES, REQUIREMENTS_FILE, REQUIREMENTS_FOLDERS
 from .files import project_root
+from .host_models import factors
 from .reach import Reach
-from .settings import setting
+from .settings import numbers, setting
 from .versions import EVERY, Versions, allowed, any_of, intersect, poetry_specifiers, relation
 
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)")
@@ -491,6 +492,11 @@ def released(path: str, reach: Reach, returned: int) -> tuple[Reach | None, tupl
         reach = dataclasses.replace(reach, context=host.name)
     if not release.rescales:
         return None, files
+    for factor in sorted(factors(host.name)):  # the setting the host's write multiplies or divides by (its models)
+        set_to = numbers(path, factor)
+        if set_to and all(value == 1 for _, value in set_to):
+            files += tuple(os.path.join(project_root(path), where.rsplit(":", 1)[0]) for where, _ in set_to)
+            return None, files  # a write by 1 leaves the value as it is
     spares = host.setting is not None and host.setting.on_spares_three_tuples
     if spares and returned == 3 and host.setting is not None:
         value = setting(path, host.setting.name)

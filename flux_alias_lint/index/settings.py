@@ -26,13 +26,14 @@ import bisect
 import functools
 import os
 import re
+from collections.abc import Iterator
 
 from ..facts.projects import declares_a_project
 from ..source import SourceError, read_bytes
 from .files import project_root, python_files
 
 
-def _value_set(node: ast.AST, name: str, forwards: dict[str, tuple[str, int]]) -> bool | None:
+def _value_set(node: ast.AST, name: str, forwards: dict[str, tuple[str, int]]) -> bool | int | None:
     """The literal ``node`` sets the setting ``name`` to (an assertion requires it on), or None;
     ``forwards``: the module's helpers that pass a parameter on as the setting (`_forwarding`)."""
     if isinstance(node, ast.Call):
@@ -56,8 +57,9 @@ def _value_set(node: ast.AST, name: str, forwards: dict[str, tuple[str, int]]) -
     return None
 
 
-def _literal(node: ast.AST | None) -> bool | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, bool) else None
+def _literal(node: ast.AST | None) -> bool | int | None:
+    """A literal `True`/`False`, or a whole number (a factor: `gradient_accumulation_steps=1`)."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, bool | int) else None
 
 
 def _named(node: ast.AST | None, name: str) -> bool:
@@ -160,7 +162,7 @@ def _patterns(name: str) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     return literal, passed_on
 
 
-def _module_settings(path: str, name: str, data: bytes) -> tuple[tuple[int, bool, bool], ...]:
+def _module_settings(path: str, name: str, data: bytes) -> tuple[tuple[int, bool | int, bool], ...]:
     """The lines of the module ``path`` (its text ``data``) setting ``name`` with a literal: (line, the value,
     whether it holds for this module only: a script or a test module)."""
     try:
@@ -178,7 +180,7 @@ def _module_settings(path: str, name: str, data: bytes) -> tuple[tuple[int, bool
 
 
 @functools.cache
-def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, bool, bool], ...] | None], ...]:
+def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, bool | int, bool], ...] | None], ...]:
     """Every module under ``root`` that may set ``name`` with a literal, with its settings (`_module_settings`);
     None for a test module, whose settings hold for itself alone: it is read only when it is the module checked
     (`setting`), never for the others. Read once per project and setting, only when a finding asks."""
@@ -199,11 +201,11 @@ def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, bool, b
 
 def _setting_lines(
     tree: ast.Module, name: str, candidates: list[int], forwards: dict[str, tuple[str, int]]
-) -> list[tuple[int, bool]]:
+) -> list[tuple[int, bool | int]]:
     """The lines setting ``name`` with a literal, and to what, in the order of the text; only the
     nodes spanning one of the ``candidates`` (the lines naming it or calling a helper in ``forwards``)
     are looked into."""
-    lines: list[tuple[int, bool]] = []
+    lines: list[tuple[int, bool | int]] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
@@ -256,17 +258,16 @@ def scope_root(path: str) -> str:
     return directory if directory.startswith(root) else root
 
 
-def setting(path: str, name: str) -> tuple[str, bool] | None:
-    """Where the project of ``path`` sets ``name`` for it (``file:line``, relative to the project's root)
-    and to what: the first place setting it on, else the first setting it off; None where nothing does.
-    Only the files under `scope_root` are read, and of them those not in a project of their own below it."""
+def _placed(path: str, name: str) -> Iterator[tuple[str, bool | int]]:
+    """Each place the project of ``path`` sets ``name`` for it with a literal (``file:line``, relative to the
+    project's root), and the literal. Only the files under `scope_root` are read, and of them those not in a
+    project of their own below it."""
     if path in ("-", "<string>"):
-        return None
+        return
     top = project_root(path)
     root = scope_root(path)
     real = os.path.realpath(path)
     mine = os.path.relpath(real, root).replace(os.sep, "/")
-    off = None
     for where, read in _settings(root, name):
         lines = read
         if lines is None:  # a test module: its settings hold for itself alone
@@ -280,8 +281,22 @@ def setting(path: str, name: str) -> tuple[str, bool] | None:
         own = scope_root(where) == root  # a directory below declaring its own dependencies keeps its settings
         for line, value, own_only in lines:
             if where == real or (not own_only and own and _holds_for(relative, mine)):
-                shown = os.path.relpath(where, top).replace(os.sep, "/")
-                if value:
-                    return f"{shown}:{line}", True
-                off = off or (f"{shown}:{line}", False)
+                yield f"{os.path.relpath(where, top).replace(os.sep, '/')}:{line}", value
+
+
+def setting(path: str, name: str) -> tuple[str, bool] | None:
+    """Where the project of ``path`` sets ``name`` for it (``file:line``, relative to the project's root)
+    and to what: the first place setting it on, else the first setting it off; None where nothing does."""
+    off = None
+    for where, value in _placed(path, name):
+        if value is True:
+            return where, True
+        if value is False:
+            off = off or (where, False)
     return off
+
+
+def numbers(path: str, name: str) -> tuple[tuple[str, int], ...]:
+    """Every whole number the project of ``path`` sets ``name`` to for it (``TrainingArguments(...,
+    gradient_accumulation_steps=1)``), and where."""
+    return tuple((where, value) for where, value in _placed(path, name) if type(value) is int)

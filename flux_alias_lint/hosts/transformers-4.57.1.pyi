@@ -1,0 +1,33 @@
+"""transformers 4.46.2 and later: `Trainer.training_step` divides out of place; the base `Trainer.compute_loss`
+multiplies its loss in place by the world size under `average_tokens_across_devices`.
+
+A model of the host's code path, read by `index/host_models.py` (never imported): each statement ends with
+its line in transformers 4.57.1's src/transformers/trainer.py (4.46.2: the write at :3662). Which releases turn
+the setting on by default, and from which release a `compute_loss_func`'s loss is hit, the
+`transformers-compute-loss` row of facts/hosts.py still says.
+"""
+
+DISTRIBUTION = "transformers"
+RELEASES = ">=4.46.2"
+MEASURED = "4.57.1"
+FILE = "trainer.py"
+
+class Trainer:
+    def training_step(self, model, inputs, num_items_in_batch=None):  # 3981 transformers-training-step
+        loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)  # 4020
+        loss = loss / self.current_gradient_accumulation_steps  # 4064
+        self.accelerator.backward(loss)  # 4071
+        return loss.detach()  # 4073
+
+    def compute_loss(
+        self, model, inputs, return_outputs=False, num_items_in_batch=None
+    ):  # 4075 transformers-compute-loss
+        labels = inputs.pop("labels")  # 4102
+        outputs = model(**inputs)  # 4110
+        if self.compute_loss_func is not None:  # 4117
+            loss = self.compute_loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)  # 4123
+        else:
+            loss = outputs["loss"]  # 4147
+        if self.args.average_tokens_across_devices:  # 4149
+            loss *= self.accelerator.num_processes  # 4154
+        return (loss, outputs) if return_outputs else loss  # 4156

@@ -1,0 +1,172 @@
+"""The hosts as code (`flux_alias_lint/hosts/*.pyi`, `index/host_models.py`): each model's in-place writes are the
+real release's, line for line, and a toy project run through the real release moves what the model predicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+
+import pytest
+
+from flux_alias_lint.harness import hosts
+from flux_alias_lint.index import host_models
+from flux_alias_lint.index.host_models import models, writes
+from flux_alias_lint.index.settings import numbers
+from flux_alias_lint.index.versions import allowed, relation
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "FAL005"
+KEPT = pathlib.Path(__file__).resolve().parent / "harness" / "host_cases" / "kept_on_self.py"
+MODELS = {model.name: model for model in models()}
+# How a toy project reaches each host: the project's override returns its loss to the Trainer's loop; the
+# project hands its loss to `Accelerator.backward`.
+ENTRIES = {
+    "transformers": ("Trainer.training_step", ("override", "compute_loss")),
+    "accelerate": ("Accelerator.backward", ("parameter", "loss")),
+}
+CONTEXTS = {"transformers": hosts.TRAINING_STEP, "accelerate": hosts.ACCELERATE_BACKWARD}
+
+
+def _release(model: host_models.Model) -> hosts.Release:
+    return next(r for r in hosts.releases() if (r.dist, r.version) == (model.distribution, model.measured))
+
+
+def test_every_model_has_its_provenance_and_a_release_the_harness_runs() -> None:
+    assert {m.distribution for m in models()} == {"transformers", "accelerate"}
+    for model in models():
+        assert relation(allowed(f"=={model.measured}"), allowed(model.releases)) == "within", model.name
+        assert _release(model), model.name
+        assert model.contexts, model.name
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_each_write_of_a_model_is_the_releases_own_line(name: str) -> None:
+    model = MODELS[name]
+    release = _release(model)
+    hosts.install(release)
+    real = next(release.path.rglob(model.file)).read_text(encoding="utf-8").splitlines()
+    found = [w for entry in ENTRIES.values() for w in writes(model.distribution, entry[0]) if w.model is model]
+    for write in found:
+        for step in write.steps:
+            line = real[step.line - 1].strip()
+            # a model's statement is the release's, or its start where the release goes on (`**kwargs`, a guard)
+            assert line.startswith(re.split(r"[(\[]", step.text, maxsplit=1)[0].strip()), (step, line)
+        assert real[write.steps[-1].line - 1].strip().startswith(write.steps[-1].text), write.steps[-1]
+
+
+def _factor(model: host_models.Model) -> float:
+    """What the model says a kept alias of the toy's loss reads after one step, at the run's settings."""
+    entry, origin = ENTRIES[model.distribution]
+    overrides = {"compute_loss": False} if origin[0] == "override" else {}
+    factor = 1.0
+    for write in writes(model.distribution, entry, overrides):
+        if write.model is model and write.origin == origin and not write.guards:
+            op = write.steps[-1].text.split()[1]
+            factor = factor * hosts.STEPS if op == "*=" else factor / hosts.STEPS
+    return factor
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_toy_run_through_the_real_release_moves_as_its_model_says(name: str) -> None:
+    model = MODELS[name]
+    context = CONTEXTS[model.distribution]
+    hosts.install(_release(model))
+    host = hosts.under(context, model.measured)
+    function = "loss_func"
+    subject = hosts.ModuleSubject(str(KEPT), function)
+    if model.distribution == "transformers":  # a Trainer subclass's compute_loss keeping its loss
+        subject = hosts.ModuleSubject(
+            str(FIXTURES / "host_transformers_training_step" / "loss.py"), "LoggingTrainer.compute_loss"
+        )
+    [run] = hosts.run_under_host(host, [subject])
+    assert not run.error and run.ran.startswith(f"{model.distribution} {model.measured}, real"), run
+    factor = _factor(model)
+    if factor == 1.0:
+        assert not run.moved, run.moved
+    else:
+        assert run.moved and all(f"(×{factor:.2f})" in moved for moved in run.moved.values()), (factor, run.moved)
+
+
+def test_an_override_of_training_step_not_calling_the_base_never_runs_the_hosts_write() -> None:
+    # The model: no write reaches what the override of compute_loss returns; the real 4.46.0: the kept value holds,
+    # while the same compute_loss under the base training_step moves by gradient_accumulation_steps.
+    assert not writes("transformers", "Trainer.training_step", {"compute_loss": False, "training_step": False})
+    assert writes("transformers", "Trainer.training_step", {"compute_loss": False, "training_step": True})
+    hosts.install(hosts.TRANSFORMERS_4_46_0)
+    host = hosts.under(hosts.TRAINING_STEP, "4.46.0")
+    folder = FIXTURES / "neg_trainer_training_step_overridden"
+    [held] = hosts.run_under_host(host, [hosts.ModuleSubject(str(folder / "loss.py"), "AdamssTrainer.compute_loss")])
+    assert not held.error and held.ran.startswith("transformers 4.46.0, real"), held
+    assert not held.moved, held.moved
+
+
+def test_a_compute_loss_func_is_written_only_where_the_trainers_compute_loss_calls_the_base() -> None:
+    handed = ("attribute", "compute_loss_func")
+    assert not [
+        w for w in writes("transformers", "Trainer.training_step", {"compute_loss": False}) if w.origin == handed
+    ]
+    called = {
+        w.context for w in writes("transformers", "Trainer.training_step", {"compute_loss": True}) if w.origin == handed
+    }
+    assert called == {hosts.TRAINING_STEP, hosts.COMPUTE_LOSS}
+
+
+def test_a_write_chain_names_the_hosts_file_and_line() -> None:
+    [write] = [w for w in writes("transformers", "Trainer.training_step", {"compute_loss": False})]
+    assert write.said == (
+        "Trainer.training_step, transformers 4.46.0 trainer.py:3605: loss *= self.args.gradient_accumulation_steps"
+    )
+    assert write.factor == "gradient_accumulation_steps"
+
+
+def test_a_write_by_one_step_is_no_finding_and_leaves_the_kept_value() -> None:
+    # `gradient_accumulation_steps=1` in the project's TrainingArguments: the factor of the model's write; the real
+    # 4.46.0 at one step leaves the kept value as it is, at two it moves.
+    folder = FIXTURES / "neg_trainer_gradient_accumulation_steps_one"
+    assert host_models.factors(hosts.TRAINING_STEP) == {"gradient_accumulation_steps"}
+    assert numbers(str(folder / "loss.py"), "gradient_accumulation_steps") == (
+        (f"{folder.relative_to(FIXTURES.parents[1]).as_posix()}/loss.py:16", 1),
+    )
+    hosts.install(hosts.TRANSFORMERS_4_46_0)
+    host = hosts.under(hosts.TRAINING_STEP, "4.46.0")
+    subject = hosts.ModuleSubject(str(folder / "loss.py"), "LoggingTrainer.compute_loss")
+    [held] = hosts.run_under_host(dataclasses.replace(host, factor=1), [subject])
+    [moved] = hosts.run_under_host(host, [subject])
+    assert not held.error and held.ran.startswith("transformers 4.46.0, real"), held
+    assert not held.moved, held.moved
+    assert moved.moved, moved
+
+
+_ORIGINS = {
+    "override": "what a `{}` override returns",
+    "attribute": "what the `{}` handed to it returns",
+    "forward": "the model's `forward` output's `{}`",
+    "parameter": "the `{}` handed to it",
+}
+
+
+def _rows() -> list[str]:
+    """docs/context.md's table of the host models: one row per in-place write, with what it reaches (the project
+    class overriding nothing, then its `compute_loss`)."""
+    found: dict[tuple[str, int], list[host_models.Write]] = {}
+    for distribution, (entry, _) in ENTRIES.items():
+        for overrides in ({}, {"compute_loss": False}):
+            for write in writes(distribution, entry, overrides):
+                found.setdefault((write.model.name, write.steps[-1].line), []).append(write)
+    rows = []
+    for each in found.values():
+        first = each[0]
+        step = first.steps[-1]
+        reaches = sorted({_ORIGINS[kind].format(name) for kind, name in (w.origin for w in each)})
+        under = ", ".join(f"`{g}`" for g in first.guards) or "always"
+        rows.append(
+            f"| `hosts/{first.model.name}.pyi` | `{first.model.releases}` | {step.method}, {first.model.file}:{step.line} "
+            f"`{step.text}` | {under} | {'; '.join(reaches)} | `{first.context}` |"
+        )
+    return rows
+
+
+def test_the_context_docs_list_every_model_write_as_the_models_say() -> None:
+    lines = (FIXTURES.parents[1] / "docs" / "context.md").read_text(encoding="utf-8").splitlines()
+    missing = [row for row in _rows() if row not in lines]
+    assert not missing, "docs/context.md 'Hosts' should have these rows:\n" + "\n".join(missing)
