@@ -622,7 +622,9 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
     from .index.project import ProjectIndex
 
     files, errors = (["-"], []) if args.paths == ["-"] else settings.files()
-    reached = ProjectIndex.for_paths(files).reached_by_path()  # the findings `check` reports, with their context
+    index = ProjectIndex.for_paths(files)
+    reached = index.reached_by_path()  # the findings `check` reports, with their context
+    schedules = index.schedules_by_path()  # the project's own schedule each is handed to, which `check` read
     if files != ["-"]:  # `check` first, in parallel: only files with findings are probed
         groups: dict[Selection, list[str]] = {}
         for path in files:
@@ -633,7 +635,8 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
     verdicts = []
     for path in files:
         try:
-            found, error = verify_file(path, settings.selection(path), scenario, reached.get(os.path.realpath(path)))
+            real = os.path.realpath(path)
+            found, error = verify_file(path, settings.selection(path), scenario, reached.get(real), schedules.get(real))
         except BrokenPipeError:
             raise
         except Exception as exc:
