@@ -881,17 +881,17 @@ def _shown(path: str) -> str:
     return path if relative.startswith(os.pardir) else relative
 
 
-def _both(off: Verdict, on: Verdict, where: str) -> Verdict:
-    """One verdict from a file verified with ``calculate_per_token_loss`` off (``off``) and on (``on``), the project
-    computing it at ``where``: both are said where they differ; confirmed if either is, as a run may get either."""
+def _both(off: Verdict, on: Verdict) -> Verdict:
+    """One verdict from a file verified with ``calculate_per_token_loss`` off (``off``) and on (``on``), as the
+    project computes it: both are said where they differ; confirmed if either is, as a run may get either."""
     name = "calculate_per_token_loss"
-    modelled = f"{off.modelled}; then on, as the project computes it at {where}"
+    modelled = f"{off.modelled}; then with it on"
     if (off.confirmed, off.detail) == (on.confirmed, on.detail):
         return dataclasses.replace(off, detail=f"{off.detail} (the same with {name} on)", modelled=modelled)
     said = {True: "CONFIRMED", False: "UNCONFIRMED"}
     detail = (
         f"with {name} off: {said[off.confirmed]} {off.detail}; with it on: {said[on.confirmed]} {on.detail} "
-        f"(the project computes it at {where}: a run may get either)"
+        "(a run may get either)"
     )
     first = off if off.confirmed or not on.confirmed else on
     return Verdict(off.finding, first.confirmed, detail, first.confirmed_by, modelled)
@@ -914,7 +914,7 @@ def verify_file(
         if scenario.per_token_computed:
             on = dataclasses.replace(scenario, calculate_per_token_loss=True)
             both = zip(verdicts, verify_source(source, selection, on, reaches, schedules), strict=True)
-            verdicts = [_both(off, on, scenario.per_token_computed) for off, on in both]
+            verdicts = [_both(off, on) for off, on in both]
         return verdicts, None
     except SourceError as exc:
         return [Verdict(f, False, f"not checked: {f.message}") for f in unchecked(exc, selection).findings], None
@@ -938,3 +938,8 @@ def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_forma
         turned_on = sorted({v.modelled for v in verdicts if "calculate_per_token_loss on" in v.modelled})
         for modelled in turned_on:
             print(f"  where a project turns it on: {modelled}")
+        computed = sorted({v.modelled for v in verdicts if v.modelled.endswith("; then with it on")})
+        for modelled in computed:
+            print(f"  where a project computes it (run both ways): {modelled}")
+    for modelled in sorted({v.modelled for v in verdicts if v.modelled.startswith("the project's own schedule")}):
+        print(f"  where a project runs its own schedule: {modelled}")

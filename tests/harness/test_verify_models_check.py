@@ -148,12 +148,12 @@ def test_a_computed_per_token_setting_is_run_both_ways(capsys: pytest.CaptureFix
     assert off.startswith('with calculate_per_token_loss off: CONFIRMED report["lm loss"] ×0.12 before fix')
     assert on.startswith('UNCONFIRMED report["lm loss"] held the flagged value and did not move')
     assert f"under calculate_per_token_loss on (computed at {where})" in on
-    assert f"then on, as the project computes it at {where}" in str(verdict["modelled"])
+    assert str(verdict["modelled"]).endswith(f"calculate_per_token_loss off (computed at {where}); then with it on")
 
 
 def test_a_literal_setting_is_run_one_way(capsys: pytest.CaptureFixture[str]) -> None:
     status, [verdict] = _run(capsys, "verify", str(FIXTURES / "three_tuple_under_per_token_loss"))
-    assert status == 1 and "with it on" not in str(verdict["detail"]) and "then on" not in str(verdict["modelled"])
+    assert status == 1 and "with it on" not in str(verdict["detail"]) + str(verdict["modelled"])
 
 
 @pytest.mark.parametrize("given", ["--calculate-per-token-loss", "--no-calculate-per-token-loss"])
