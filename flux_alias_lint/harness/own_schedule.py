@@ -22,6 +22,7 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..index.reach import shown
 from ..index.schedule import schedule_module
 from ._deps import quiet
 from .megatron import _single_process_parallel_state, _StandInModel
@@ -49,29 +50,9 @@ class OwnSchedule:
         """Hand ``outputs`` to the project's schedule as its loss function's return value: ``(backprop tensor,
         report)`` after it, as `megatron_rescale` gives them."""
         store: list[Any] = []
-
-        def loss_func(*args: Any, **kwargs: Any) -> Sequence[Any]:
-            return outputs
-
-        config = types.SimpleNamespace(
-            calculate_per_token_loss=calculate_per_token_loss, timers=None, enable_autocast=False
+        given = _given(
+            outputs, store, _model_type(self.module), num_microbatches, cp_group_size, calculate_per_token_loss
         )
-        given = {
-            "forward_step_func": lambda data_iterator, model: (outputs[0], loss_func),
-            "data_iterator": None,
-            "model": _StandInModel(_model_type(self.module)),
-            "num_microbatches": num_microbatches,
-            "input_tensor": None,
-            "forward_data_store": store,
-            "config": config,
-            "timers": None,
-            "collect_non_loss_data": False,
-            "output_tensor": outputs[0],
-            "loss_func": loss_func,
-            "cp_group_size": cp_group_size,
-            "is_last_stage": True,
-            "vp_stage": None,
-        }
         function = getattr(self.module, self.entry)
         arguments = {name: given[name] for name in inspect.signature(function).parameters if name in given}
         parallel_state = getattr(self.module, "parallel_state", None)
@@ -85,7 +66,7 @@ class OwnSchedule:
         return (result[0] if isinstance(result, tuple) else result), store[-1]
 
     def describe(self) -> str:
-        return f"the project's own schedule {_shown(self.path)} ({self.entry})"
+        return f"the project's own schedule {shown(self.path)} ({self.entry})"
 
     @contextlib.contextmanager
     def _in_place(self) -> Iterator[None]:
@@ -97,11 +78,6 @@ def _model_type(module: types.ModuleType) -> Any:
     """The schedule's own `ModelType.encoder_or_decoder`, which its `forward_step` compares a model's with."""
     model_type = getattr(module, "ModelType", None)
     return getattr(model_type, "encoder_or_decoder", None)
-
-
-def _shown(path: str) -> str:
-    relative = os.path.relpath(path)
-    return path if relative.startswith(os.pardir) else relative
 
 
 @contextlib.contextmanager
@@ -134,7 +110,7 @@ def load(path: str) -> OwnSchedule:
     it cannot be (it does not import here, or it has no function calling the loss function that can be run)."""
     found = schedule_module(path)
     if found is None:
-        raise ScheduleUnavailable(f"{_shown(path)} is not where Megatron's schedule module is")
+        raise ScheduleUnavailable(f"{shown(path)} is not where Megatron's schedule module is")
     root, dotted = found
     top = dotted.partition(".")[0]
     sys.path.insert(0, root)
@@ -157,13 +133,42 @@ def load(path: str) -> OwnSchedule:
     return OwnSchedule(path, module, entry, imported)
 
 
-_GIVEN = frozenset(
-    {
-        "forward_step_func", "data_iterator", "model", "num_microbatches", "input_tensor", "forward_data_store",
-        "config", "timers", "collect_non_loss_data", "output_tensor", "loss_func", "cp_group_size",
-        "is_last_stage", "vp_stage",
+def _given(
+    outputs: Sequence[Any],
+    store: list[Any],
+    model_type: Any,
+    num_microbatches: int,
+    cp_group_size: int,
+    calculate_per_token_loss: bool,
+) -> dict[str, Any]:
+    """Every argument a release of Megatron's schedule passes where it calls the loss function, by its name."""
+
+    def loss_func(*args: Any, **kwargs: Any) -> Sequence[Any]:
+        return outputs
+
+    config = types.SimpleNamespace(
+        calculate_per_token_loss=calculate_per_token_loss, timers=None, enable_autocast=False
+    )
+    loss = outputs[0] if outputs else None
+    return {
+        "forward_step_func": lambda data_iterator, model: (loss, loss_func),
+        "data_iterator": None,
+        "model": _StandInModel(model_type),
+        "num_microbatches": num_microbatches,
+        "input_tensor": None,
+        "forward_data_store": store,
+        "config": config,
+        "timers": None,
+        "collect_non_loss_data": False,
+        "output_tensor": loss,
+        "loss_func": loss_func,
+        "cp_group_size": cp_group_size,
+        "is_last_stage": True,
+        "vp_stage": None,
     }
-)  # fmt: skip
+
+
+_GIVEN = frozenset(_given((), [], None, 1, 1, False))
 
 
 def _check_arguments(function: Callable[..., Any], entry: str) -> None:

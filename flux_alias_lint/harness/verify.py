@@ -23,7 +23,6 @@ import dataclasses
 import heapq
 import itertools
 import json
-import os
 import re
 import sys
 import time
@@ -33,7 +32,7 @@ from typing import Any
 import libcst as cst
 
 from ..finding import Finding
-from ..index.reach import ESCAPES, IN_PLACE_CALLER, MEGATRON, UNREACHED
+from ..index.reach import ESCAPES, IN_PLACE_CALLER, MEGATRON, UNREACHED, shown
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
 from ..positions import node_spans
 from ..rules import CAPTURE_CODE
@@ -114,17 +113,19 @@ class Settings:
         else:
             resolve_profile(self.profile)
 
-    def describe(self) -> str:
-        """The Megatron behaviour modelled, e.g. ``installed megatron-core 0.16.1, 2 microbatches, cp size 1``."""
+    def model(self) -> str:
+        """The Megatron run: ``installed megatron-core 0.16.1``, a profile, or the project's own schedule."""
         own = available(self.schedule) if self.schedule else None
         if isinstance(own, OwnSchedule):
-            model = own.describe()
-        elif self.profile == "installed":
-            model = f"installed megatron-core {installed_megatron_version()}"
-        else:
-            profile = resolve_profile(self.profile)
-            model = f"profile {profile.name} ({profile.description})"
-        return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}, {self.per_token()}"
+            return own.describe()
+        if self.profile == "installed":
+            return f"installed megatron-core {installed_megatron_version()}"
+        profile = resolve_profile(self.profile)
+        return f"profile {profile.name} ({profile.description})"
+
+    def describe(self) -> str:
+        """The Megatron behaviour modelled, e.g. ``installed megatron-core 0.16.1, 2 microbatches, cp size 1``."""
+        return f"{self.model()}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}, {self.per_token()}"
 
 
 # How a CONFIRMED finding was confirmed: its probe's outputs handed to the installed release's
@@ -372,7 +373,7 @@ def _judge(
             f"(loss, num_tokens, report) under {settings.per_token()}",
         )
     if not moved:
-        under = f"under {settings.describe().partition(', ')[0]}" if settings.schedule else "under the rescale"
+        under = f"under {settings.model()}" if settings.schedule else "under the rescale"
         return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move {under}")
     path, factor = moved[0]
     if isinstance(after, str):
@@ -484,7 +485,7 @@ def _verify_function(
     own = available(settings.schedule) if settings.schedule else None
     if isinstance(own, str):  # never judged under a schedule other than the one the project runs
         declined = (
-            f"declined: it is handed to the project's own schedule {_shown(settings.schedule)}, the one `check` "
+            f"declined: it is handed to the project's own schedule {shown(settings.schedule)}, the one `check` "
             f"read, which cannot be run here: {own}; the installed megatron-core's is not the schedule it runs"
         )
         verdict_of.update({id(item): Verdict(item.finding, False, declined) for item in [*captures, *reports]})
@@ -874,11 +875,6 @@ def _verify_source(
 # The contexts of a finding whose function's hand-off reaches the project's own schedule (`schedules`): Megatron's,
 # or none where that schedule divides a copy (`check` then says `unreached`, or `escapes` from elsewhere).
 _SCHEDULED = frozenset({MEGATRON, UNREACHED, ESCAPES})
-
-
-def _shown(path: str) -> str:
-    relative = os.path.relpath(path)
-    return path if relative.startswith(os.pardir) else relative
 
 
 def _both(off: Verdict, on: Verdict) -> Verdict:
