@@ -670,7 +670,9 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
     if args.stdin:
         return _verify_stdin(args, settings, scenario)
     files, errors = settings.files()
-    reached = ProjectIndex.for_paths(files).reached_by_path()  # the findings `check` reports, with their context
+    index = ProjectIndex.for_paths(files)
+    reached = index.reached_by_path()  # the findings `check` reports, with their context
+    schedules = index.schedules_by_path()  # the project's own schedule each is handed to, which `check` read
     if files:  # `check` first, in parallel: only files with findings are probed
         groups: dict[Selection, list[str]] = {}
         for path in files:
@@ -681,7 +683,8 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
     verdicts = []
     for path in files:
         try:
-            found, error = verify_file(path, settings.selection(path), scenario, reached.get(os.path.realpath(path)))
+            real = os.path.realpath(path)
+            found, error = verify_file(path, settings.selection(path), scenario, reached.get(real), schedules.get(real))
         except BrokenPipeError:
             raise
         except Exception as exc:
@@ -695,17 +698,23 @@ def _verify_files(args: argparse.Namespace, settings: _Settings, scenario: Scena
 
 def _verify_stdin(args: argparse.Namespace, settings: _Settings, scenario: Scenario) -> int:
     """`verify` of stdin's text, standing for the file --stdin-filename names as `check` has it
-    (`_stdin_reaches`); without a name, the evidence in the text alone."""
+    (its project indexed as `verify FILE` indexes it); without a name, the evidence in the text alone."""
     from .harness.verify import verify_file
+
+    from .index.project import ProjectIndex, reaches_of_text
 
     path = args.stdin_filename or "-"
     data = sys.stdin.buffer.read()
-    try:
-        reaches = _stdin_reaches(args.stdin_filename, decode(data, path).text, None)  # as `verify`'s index: no cache
-    except SourceError:
-        reaches = None  # verify_file reports why the text cannot be checked
+    reaches, schedules = None, None
+    if args.stdin_filename is not None:  # the file's project, indexed as `verify FILE` has it (no cache)
+        index = ProjectIndex.for_paths([path])
+        schedules = index.schedules_by_path().get(os.path.realpath(path))
+        try:
+            reaches = reaches_of_text(path, decode(data, path).text, index.reached_by_path())
+        except SourceError:
+            pass  # verify_file reports why the text cannot be checked
     selection = settings.selection(path if args.stdin_filename else "stdin.py")
-    verdicts, error = verify_file(path, selection, scenario, reaches, data)
+    verdicts, error = verify_file(path, selection, scenario, reaches, schedules, data)
     return _verdicts_reported(args, scenario, verdicts, [error] if error else [])
 
 

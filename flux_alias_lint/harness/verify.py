@@ -25,14 +25,15 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import libcst as cst
 
 from ..finding import Finding
-from ..index.reach import IN_PLACE_CALLER, MEGATRON
+from ..index.reach import ESCAPES, IN_PLACE_CALLER, MEGATRON, UNREACHED, shown
 from ..lint import Located, Reaches, Selection, check_text, fix_text, locate
+from ..positions import node_spans
 from ..rules import CAPTURE_CODE
 from ..runner import unchecked
 from ..source import SourceError, SourceFile, call_at_depth, decode, nesting_depth, parse, read_source
@@ -41,7 +42,8 @@ from .assertions import Snapshot, changed_since, snapshot
 from .handover import handover
 from .hosts import HOSTS, Host, HostRun, ProbeSubject, host_of, returned_loss, run_under_host
 from .megatron import installed_megatron_version
-from .per_token import per_token_setting
+from .own_schedule import OwnSchedule, available
+from .per_token import per_token_computed, per_token_setting
 from .probe import PROBE_FILENAME, SHAPES, Execution, Probe, ProbeError, ProbeTimeout, build_probe, functions
 from .profiles import resolve_profile
 from .report import paths_to, render_path, report_tensors
@@ -68,12 +70,24 @@ class Settings:
     # project sets it with a literal (per_token.py), else off, megatron-core's default.
     calculate_per_token_loss: bool | None = None
     per_token_source: str = ""  # what set it: the option given, or where the file's project sets it
+    # Where the file's project computes it (per_token.py), no literal turning it on: a run may get either value,
+    # so the file is verified with it off, then on (`verify_file`).
+    per_token_computed: str = ""
+    # The project's own schedule a flagged function is handed to (index/schedule.py), run instead of the
+    # installed megatron-core or a profile: the schedule `check` read (own_schedule.py).
+    schedule: str = ""
 
     def for_file(self, path: str) -> Settings:
         """These settings with `calculate_per_token_loss` resolved for the file ``path``."""
         if self.calculate_per_token_loss is not None:
             return self
         where = per_token_setting(path)
+        computed = per_token_computed(path) if where is None else None
+        if computed is not None:
+            source = f"computed at {computed}"
+            return dataclasses.replace(
+                self, calculate_per_token_loss=False, per_token_source=source, per_token_computed=computed
+            )
         return dataclasses.replace(
             self, calculate_per_token_loss=where is not None, per_token_source=f"set at {where}" if where else ""
         )
@@ -98,14 +112,19 @@ class Settings:
         else:
             resolve_profile(self.profile)
 
+    def model(self) -> str:
+        """The Megatron run: ``installed megatron-core 0.16.1``, a profile, or the project's own schedule."""
+        own = available(self.schedule) if self.schedule else None
+        if isinstance(own, OwnSchedule):
+            return own.describe()
+        if self.profile == "installed":
+            return f"installed megatron-core {installed_megatron_version()}"
+        profile = resolve_profile(self.profile)
+        return f"profile {profile.name} ({profile.description})"
+
     def describe(self) -> str:
         """The Megatron behaviour modelled, e.g. ``installed megatron-core 0.16.1, 2 microbatches, cp size 1``."""
-        if self.profile == "installed":
-            model = f"installed megatron-core {installed_megatron_version()}"
-        else:
-            profile = resolve_profile(self.profile)
-            model = f"profile {profile.name} ({profile.description})"
-        return f"{model}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}, {self.per_token()}"
+        return f"{self.model()}, {self.num_microbatches} microbatches, cp size {self.cp_group_size}, {self.per_token()}"
 
 
 # How a CONFIRMED finding was confirmed: its probe's outputs handed to the installed release's
@@ -155,13 +174,17 @@ def _rescale(execution: Execution, settings: Settings) -> _Rescaled:
     outputs = execution.outputs
     before = snapshot(outputs[-1])
     paths = {path for path, _tensor, _copy in before}
-    loss, _ = megatron_rescale(
-        outputs,
-        num_microbatches=settings.num_microbatches,
-        cp_group_size=settings.cp_group_size,
-        calculate_per_token_loss=bool(settings.calculate_per_token_loss),
-        profile=settings.profile,
-    )
+    scenario = {
+        "num_microbatches": settings.num_microbatches,
+        "cp_group_size": settings.cp_group_size,
+        "calculate_per_token_loss": bool(settings.calculate_per_token_loss),
+    }
+    if settings.schedule:  # the project's own, which `_verify_function` found it can run
+        own = available(settings.schedule)
+        assert isinstance(own, OwnSchedule)
+        loss, _ = own.rescale(outputs, **scenario)
+    else:
+        loss, _ = megatron_rescale(outputs, profile=settings.profile, **scenario)
     moved = changed_since(before)
     if loss.requires_grad:
         loss.sum().backward()
@@ -349,7 +372,8 @@ def _judge(
             f"(loss, num_tokens, report) under {settings.per_token()}",
         )
     if not moved:
-        return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move under the rescale")
+        under = f"under {settings.model()}" if settings.schedule else "under the rescale"
+        return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move {under}")
     path, factor = moved[0]
     if isinstance(after, str):
         return Verdict(finding, False, f"{path} {factor} before fix; {after}")
@@ -412,6 +436,11 @@ def _through_schedule(
     forward-only one (a validation step), since the backward of a stand-in loss of several values has
     no gradient to start from.
     """
+    if settings.schedule:  # the real schedule here is the installed release's, not the one the project runs
+        return dataclasses.replace(
+            verdict,
+            detail=f"{verdict.detail} (not run through the installed {BY_SCHEDULE}: the project runs its own)",
+        )
     if settings.profile != "installed" or settings.cp_group_size != 1:
         # The real schedule is the installed release's, on one rank.
         return dataclasses.replace(
@@ -452,6 +481,14 @@ def _verify_function(
     captures = [item for item in items if item.finding.code == CAPTURE_CODE and not _hosted(item)]
     reports = [item for item in items if item.finding.code != CAPTURE_CODE]
     verdict_of: dict[int, Verdict] = {}
+    own = available(settings.schedule) if settings.schedule else None
+    if isinstance(own, str):  # never judged under a schedule other than the one the project runs
+        declined = (
+            f"declined: it is handed to the project's own schedule {shown(settings.schedule)}, the one `check` "
+            f"read, which cannot be run here: {own}; the installed megatron-core's is not the schedule it runs"
+        )
+        verdict_of.update({id(item): Verdict(item.finding, False, declined) for item in [*captures, *reports]})
+        captures = reports = []
     if hosted:
         found = _verify_hosted(module, function, hosted, path)
         verdict_of.update({id(item): verdict for item, verdict in zip(hosted, found, strict=True)})
@@ -780,18 +817,27 @@ def _observe_fixed(fixed: Execution, before: _Observed, settings: Settings, whol
 
 
 def verify_source(
-    source: SourceFile, selection: Selection, settings: Settings, reaches: Reaches | None = None
+    source: SourceFile,
+    selection: Selection,
+    settings: Settings,
+    reaches: Reaches | None = None,
+    schedules: Mapping[int, str] | None = None,
 ) -> list[Verdict]:
-    """One verdict per finding in `source`, in finding order; `reaches` as `check` is given them."""
+    """One verdict per finding in `source`, in finding order; `reaches` as `check` is given them, `schedules` the
+    project's own schedule each function (by its def line) is handed to (`ProjectIndex.schedules_by_path`)."""
     # libcst can crash the process on deep nesting: validate and size the stack first, as `check` does.
     try:
-        return call_at_depth(nesting_depth(source), _verify_source, source, selection, settings, reaches)
+        return call_at_depth(nesting_depth(source), _verify_source, source, selection, settings, reaches, schedules)
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to analyse") from None
 
 
 def _verify_source(
-    source: SourceFile, selection: Selection, settings: Settings, reaches: Reaches | None
+    source: SourceFile,
+    selection: Selection,
+    settings: Settings,
+    reaches: Reaches | None,
+    schedules: Mapping[int, str] | None,
 ) -> list[Verdict]:
     if not check_text(source, selection, reaches=reaches)[0]:  # triaged: most files never reach libcst
         return []
@@ -806,26 +852,66 @@ def _verify_source(
     by_function: dict[int, list[Located]] = collections.defaultdict(list)
     for item in located:
         by_function[index_of[id(item.raw.function)]].append(item)
+    spans = node_spans(module, source.text) if schedules else {}
     verdict_of: dict[int, Verdict] = {}
     for index, items in by_function.items():
-        found = _verify_function(
-            module, original_functions[index], fixed_module, fixed_functions[index], items, settings, source.path
+        function = original_functions[index]
+        line = spans[function.name if isinstance(function, cst.FunctionDef) else function][0][0] if spans else 0
+        schedule = (schedules or {}).get(line, "")
+        scheduled = any(item.finding.context in _SCHEDULED for item in items)
+        scenario = dataclasses.replace(settings, schedule=schedule) if schedule and scheduled else settings
+        found = _verify_function(module, function, fixed_module, fixed_functions[index], items, scenario, source.path)
+        modelled = scenario.describe()
+        verdict_of.update(
+            {
+                id(item): dataclasses.replace(verdict, modelled=modelled)
+                for item, verdict in zip(items, found, strict=True)
+            }
         )
-        verdict_of.update({id(item): verdict for item, verdict in zip(items, found, strict=True)})
     return [verdict_of[id(item)] for item in located]
 
 
+# The contexts of a finding whose function's hand-off reaches the project's own schedule (`schedules`): Megatron's,
+# or none where that schedule divides a copy (`check` then says `unreached`, or `escapes` from elsewhere).
+_SCHEDULED = frozenset({MEGATRON, UNREACHED, ESCAPES})
+
+
+def _both(off: Verdict, on: Verdict) -> Verdict:
+    """One verdict from a file verified with ``calculate_per_token_loss`` off (``off``) and on (``on``), as the
+    project computes it: both are said where they differ; confirmed if either is, as a run may get either."""
+    name = "calculate_per_token_loss"
+    modelled = f"{off.modelled}; then with it on"
+    if (off.confirmed, off.detail) == (on.confirmed, on.detail):
+        return dataclasses.replace(off, detail=f"{off.detail} (the same with {name} on)", modelled=modelled)
+    said = {True: "CONFIRMED", False: "UNCONFIRMED"}
+    detail = (
+        f"with {name} off: {said[off.confirmed]} {off.detail}; with it on: {said[on.confirmed]} {on.detail} "
+        "(a run may get either)"
+    )
+    first = off if off.confirmed or not on.confirmed else on
+    return Verdict(off.finding, first.confirmed, detail, first.confirmed_by, modelled)
+
+
 def verify_file(
-    path: str, selection: Selection, settings: Settings, reaches: Reaches | None = None, data: bytes | None = None
+    path: str,
+    selection: Selection,
+    settings: Settings,
+    reaches: Reaches | None = None,
+    schedules: Mapping[int, str] | None = None,
+    data: bytes | None = None,
 ) -> tuple[list[Verdict], str | None]:
     """Verdicts for one file (`data`: its text read elsewhere, stdin's), or the one-line reason it could
-    not be checked. A file that cannot be read, decoded or parsed is an unconfirmed FAL000, as `check` reports it."""
+    not be checked. A file that cannot be read, decoded or parsed is an unconfirmed FAL000, as `check` reports it.
+    Where the project computes ``calculate_per_token_loss``, the file is verified with it off and on (`_both`)."""
     try:
         source = decode(data, path) if data is not None else read_source(path)
         scenario = settings.for_file(path)
-        modelled = scenario.describe()
-        verdicts = verify_source(source, selection, scenario, reaches)
-        return [dataclasses.replace(v, modelled=modelled) for v in verdicts], None
+        verdicts = verify_source(source, selection, scenario, reaches, schedules)
+        if scenario.per_token_computed:
+            on = dataclasses.replace(scenario, calculate_per_token_loss=True)
+            both = zip(verdicts, verify_source(source, selection, on, reaches, schedules), strict=True)
+            verdicts = [_both(off, on) for off, on in both]
+        return verdicts, None
     except SourceError as exc:
         return [Verdict(f, False, f"not checked: {f.message}") for f in unchecked(exc, selection).findings], None
     except OSError as exc:
@@ -848,3 +934,8 @@ def print_verdicts(verdicts: Sequence[Verdict], settings: Settings, output_forma
         turned_on = sorted({v.modelled for v in verdicts if "calculate_per_token_loss on" in v.modelled})
         for modelled in turned_on:
             print(f"  where a project turns it on: {modelled}")
+        computed = sorted({v.modelled for v in verdicts if v.modelled.endswith("; then with it on")})
+        for modelled in computed:
+            print(f"  where a project computes it (run both ways): {modelled}")
+    for modelled in sorted({v.modelled for v in verdicts if v.modelled.startswith("the project's own schedule")}):
+        print(f"  where a project runs its own schedule: {modelled}")

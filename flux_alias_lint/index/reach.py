@@ -53,6 +53,9 @@ class Reach:
     # leaves this value as it is (a warning, not an error).
     release: str = ""
     spared_by: str = ""
+    # Where the project computes a setting (`settings.computed`, `file:line`) under which the host would leave
+    # this value as it is: the verdict depends on the value a run gets, which the message says.
+    depends_on: str = ""
     # The other hosts or callers seen to reach the function (`Found._merge`), strongest first: where the
     # releases a project runs leave this one's value alone, or this one rescales another value (the bare
     # return, not a tuple's first element), the finding reads the next (`lint.py`).

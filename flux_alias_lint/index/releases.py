@@ -33,7 +33,7 @@ from ..facts.projects import DECLARING_FILES, LOCK_FILES, REQUIREMENTS_FILE, REQ
 from .files import project_root
 from .host_models import factors
 from .reach import Reach
-from .settings import numbers, setting
+from .settings import computed, numbers, setting
 from .versions import EVERY, Versions, allowed, any_of, intersect, poetry_specifiers, relation
 
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)")
@@ -507,4 +507,8 @@ def released(path: str, reach: Reach, returned: int) -> tuple[Reach | None, tupl
             # Set in the checked file itself (a test module configures itself): its line says where.
             at = f"line {line}" if os.path.realpath(setting_file) == os.path.realpath(path) else value[0]
             return dataclasses.replace(reach, spared_by=f"{host.setting.name}=True at {at}"), files
+        where = computed(path, host.setting.name)
+        if where is not None:  # computed where no literal turns it on: the verdict depends on the run's value
+            files += (os.path.join(project_root(path), where.rsplit(":", 1)[0]),)
+            return dataclasses.replace(reach, depends_on=where), files
     return (reach if host is MEGATRON else dataclasses.replace(reach, release=release.said)), files

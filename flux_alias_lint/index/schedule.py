@@ -4,7 +4,9 @@ The entries of `handoffs.py` this reads: Megatron's schedule calls and Megatron-
 points (`SCHEDULE_CALLS`), forward-step signatures as a guess (`SIGNATURES`), the loss function a
 forward step returns, partials binding it (and what callers pass for a parameter bound so),
 `forward_step_calc_loss`, NeMo's `MegatronLossReduction`; none where the schedule run is the
-project's own copy of a Megatron that divides a copy of the loss.
+project's own copy of a Megatron that divides a copy of the loss. Each function handed to the project's
+own copy (a fork's) is noted with that copy's path (`own_schedules`), copying or not: `verify` runs that
+schedule, the one `check` read, not the installed one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .files import find_module, project_root
 from .gates import LOSS_REDUCTION_CLASS
 from .handoffs import SCHEDULE_CALLS, SCHEDULE_GETTER, SIGNATURES, ScheduleCall, Signature
 from .nodes import argument, body_walk, bound_names, last_name, parameters, positional, rescaled_in_place
-from .reach import MEGATRON, Reach, Step
+from .reach import MEGATRON, Key, Reach, Step
 from .resolve import Resolver, imported_from
 from .symbols import Symbols
 
@@ -51,12 +53,13 @@ class ScheduleEvidence(Resolver):
         super().__init__(roots)
         self._copying: dict[str, bool] = {}  # `_schedule_copies`, by the schedule module's path
         self._schedules: dict[str, str | None] = {}  # the schedule module found from each directory
+        # The functions handed to the project's own copy of the schedule: (real path, def line) -> its path.
+        self.own_schedules: dict[Key, str] = {}
+        self._handed_to: tuple[str, bool] | None = None  # while evidence is collected: (own schedule, copies)
 
-    def _schedule_copies(self, importer: Symbols) -> bool:
-        """Whether the schedule `importer` runs is the project's own copy of Megatron's (a fork such as
-        Megatron-DeepSpeed), and that copy divides a copy of the loss (`output_tensor = loss /
-        num_microbatches`, megatron-core up to 0.6) instead of rescaling it in place: then handing a
-        function to it rescales nothing. A schedule outside the project is taken to be a current one."""
+    def _own_schedule(self, importer: Symbols) -> str | None:
+        """The path of the project's own copy of Megatron's schedule that `importer` runs (a fork such as
+        Megatron-DeepSpeed, or a checkout beside it); None: the installed one."""
         directory = os.path.dirname(importer.path)
         if directory not in self._schedules:  # one lookup per directory: every gated file asks
             # Asked for the directory, not a file in it: the schedule module itself gets the same answer.
@@ -66,17 +69,45 @@ class ScheduleEvidence(Resolver):
             self._schedules[directory] = path if path is not None else _schedule_beside(directory)
         path = self._schedules[directory]
         schedule = self._module(path) if path is not None else None  # a dependency of the importer's evidence
-        if path is None or schedule is None:
-            return False
+        return path if schedule is not None else None
+
+    def _schedule_copies(self, path: str) -> bool:
+        """Whether the project's own schedule at `path` divides a copy of the loss (`output_tensor = loss /
+        num_microbatches`, megatron-core up to 0.6) instead of rescaling it in place: then handing a
+        function to it rescales nothing."""
         if path not in self._copying:
+            schedule = self._module(path)
+            assert schedule is not None  # `_own_schedule` found it parsed
             callers = [r for _, f in schedule.scoped if (r := _rescaled_results(f, _SCHEDULE_LOSS_FUNC)) is not None]
             self._copying[path] = bool(callers) and not any(callers)
         return self._copying[path]
 
+    def _reach(self, path: str, function: ast.AST, reach: Reach) -> None:
+        """A function handed to the project's own schedule is noted with it; one that copies rescales nothing."""
+        if self._handed_to is not None and reach.context == MEGATRON:
+            schedule, copies = self._handed_to
+            self.own_schedules.setdefault((path, function.lineno), schedule)
+            if copies:
+                return
+        super()._reach(path, function, reach)
+
+    def schedules_by_path(self) -> dict[str, dict[int, str]]:
+        """`own_schedules` by the real path of each file, then the line of each function's def."""
+        out: dict[str, dict[int, str]] = {}
+        for (path, line), schedule in self.own_schedules.items():
+            out.setdefault(path, {})[line] = schedule
+        return out
+
     def _megatron_evidence(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
         """`function`: a def, or the module itself (`pretrain(...)` under `if __name__ == "__main__":`)."""
-        if self._schedule_copies(module):
-            return
+        own = self._own_schedule(module)
+        self._handed_to = (own, self._schedule_copies(own)) if own is not None else None
+        try:
+            self._handed_evidence(module, scope, function)
+        finally:
+            self._handed_to = None
+
+    def _handed_evidence(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
         inner = scope + [function] if not isinstance(function, ast.Module) else scope
         signature = None if isinstance(function, ast.Module) else _forward_step_signature(function)
         if signature is not None:
@@ -265,6 +296,16 @@ def _model_results(forward_step: ast.AST, closure: ast.AST) -> ast.Assign | None
             and stmt.value.func.id == "model"
         ):
             return stmt
+    return None
+
+
+def schedule_module(path: str) -> tuple[str, str] | None:
+    """For the project's own schedule module at `path` (as `_own_schedule` finds it): the directory to import it
+    from and its dotted name (`megatron.core.pipeline_parallel.schedules`); None if `path` is not one."""
+    for dotted in _SCHEDULE_MODULES:
+        tail = os.sep + os.path.join(*dotted.split(".")) + ".py"
+        if path.endswith(tail):
+            return path[: -len(tail)], dotted
     return None
 
 

@@ -1,4 +1,4 @@
-"""Where a project sets a host's setting (`facts.hosts.Setting`) with a literal, read from its code.
+"""Where a project sets a host's setting (`facts.hosts.Setting`) with a literal, or computes it, read from its code.
 
 Megatron leaves a 3-tuple ``(loss, num_tokens, report)`` as it is when the model config's
 ``calculate_per_token_loss`` is on; transformers' ``Trainer.compute_loss`` multiplies the loss in place
@@ -6,7 +6,10 @@ by the world size when ``average_tokens_across_devices`` is. A project sets one 
 ``calculate_per_token_loss=True`` (a keyword, as to ``TransformerConfig``),
 ``config.calculate_per_token_loss = True``, ``kwargs["calculate_per_token_loss"] = True``, a dict
 entry ``{"calculate_per_token_loss": True}``, or by requiring it (``assert cfg.calculate_per_token_loss``:
-on); ``False`` in the same places sets it off.
+on); ``False`` in the same places sets it off. An expression computing a truth in the same places computes it
+(``calculate_per_token_loss=args.x if args.x is not None else True``, ``= not args.no_per_token``, a default
+filled in by ``if cfg.calculate_per_token_loss is None: cfg.calculate_per_token_loss = task == "lm"``): which
+value a run gets is not in the code (`computed`); a bare name or attribute only passes on a value set elsewhere.
 
 A setting under an ``if`` counts only where the condition is about the setting (a default filled in:
 ``if "calculate_per_token_loss" not in kwargs:``); under ``if cp_size > 1:`` it is not the project's. A
@@ -32,22 +35,27 @@ from ..facts.projects import declares_a_project
 from ..source import SourceError, read_bytes
 from .files import project_root, python_files
 
+# What a line sets a setting to: on, off, or COMPUTED (an expression: which value a run gets is not in the code).
+COMPUTED = "computed"
+Value = bool | int | str
 
-def _value_set(node: ast.AST, name: str, forwards: dict[str, tuple[str, int]]) -> bool | int | None:
-    """The literal ``node`` sets the setting ``name`` to (an assertion requires it on), or None;
-    ``forwards``: the module's helpers that pass a parameter on as the setting (`_forwarding`)."""
+
+def _value_set(node: ast.AST, name: str, forwards: dict[str, tuple[str, int]]) -> Value | None:
+    """The literal ``node`` sets the setting ``name`` to (an assertion requires it on), COMPUTED where it sets it
+    to an expression computing a truth, or None; ``forwards``: the module's helpers that pass a parameter on as
+    the setting (`_forwarding`)."""
     if isinstance(node, ast.Call):
         given = _forwarded_argument(node, forwards)
-        return _literal(given) if given is not None else None
+        return _given(given) if given is not None else None
     if isinstance(node, ast.keyword):
-        return _literal(node.value) if node.arg == name else None
+        return _given(node.value) if node.arg == name else None
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return _literal(node.value) if any(_named(t, name) for t in targets) else None
+        return _given(node.value) if any(_named(t, name) for t in targets) else None
     if isinstance(node, ast.Dict):
         for k, v in zip(node.keys, node.values, strict=True):
-            if k is not None and _named(k, name) and _literal(v) is not None:
-                return _literal(v)
+            if k is not None and _named(k, name) and _given(v) is not None:
+                return _given(v)
         return None
     if isinstance(node, ast.Assert):
         tests = (
@@ -60,6 +68,16 @@ def _value_set(node: ast.AST, name: str, forwards: dict[str, tuple[str, int]]) -
 def _literal(node: ast.AST | None) -> bool | int | None:
     """A literal `True`/`False`, or a whole number (a factor: `gradient_accumulation_steps=1`)."""
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, bool | int) else None
+
+
+def _given(node: ast.AST | None) -> Value | None:
+    """A literal's value; COMPUTED for an expression computing a truth (a conditional, a comparison, `not`,
+    `and`/`or`), whose value depends on the run; None for anything else (a name passing a value on)."""
+    literal = _literal(node)
+    if literal is not None:
+        return literal
+    computing = isinstance(node, (ast.IfExp, ast.BoolOp, ast.Compare))
+    return COMPUTED if computing or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)) else None
 
 
 def _named(node: ast.AST | None, name: str) -> bool:
@@ -152,19 +170,26 @@ def _is_script(tree: ast.Module) -> bool:
 
 def _patterns(name: str) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     """Two byte gates: a text that may set ``name`` with a literal (`name=True`, `name: bool = False`,
-    `"name": True`, `x["name"] = True`), assert it or pass it a parameter (`name=per_token)`), and one that may
-    give it a bare name (`name=x`: a helper passing a parameter on as the setting)."""
+    `"name": True`, `x["name"] = True`), compute it (`name = (a == b)`, `name=not x`, `name=x if y else z`),
+    assert it or pass it a parameter (`name=per_token)`), and one that may give it a bare name (`name=x`: a
+    helper passing a parameter on as the setting)."""
     word = re.escape(name.encode())
+    computed = rb"\(|[^\n]*?(?:\b(?:if|not|and|or|is)\b|[=!<>]=)"
     literal = re.compile(
-        rb"\b" + word + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=]\s*(?:True|False|\w+\s*[,)\n])|assert\b[^\n]*\b" + word
+        rb"\b"
+        + word
+        + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=]\s*(?:True|False|\w+\s*[,)\n]|"
+        + computed
+        + rb")|assert\b[^\n]*\b"
+        + word
     )
     passed_on = re.compile(rb"\b" + word + rb"\s*=[\s(]*(?!(?:True|False|None)\b)[A-Za-z_]\w*\s*[,)\n]")
     return literal, passed_on
 
 
-def _module_settings(path: str, name: str, data: bytes) -> tuple[tuple[int, bool | int, bool], ...]:
-    """The lines of the module ``path`` (its text ``data``) setting ``name`` with a literal: (line, the value,
-    whether it holds for this module only: a script or a test module)."""
+def _module_settings(path: str, name: str, data: bytes) -> tuple[tuple[int, Value, bool], ...]:
+    """The lines of the module ``path`` (its text ``data``) setting ``name`` with a literal or computing it: (line,
+    the value or COMPUTED, whether it holds for this module only: a script or a test module)."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
@@ -180,8 +205,8 @@ def _module_settings(path: str, name: str, data: bytes) -> tuple[tuple[int, bool
 
 
 @functools.cache
-def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, bool | int, bool], ...] | None], ...]:
-    """Every module under ``root`` that may set ``name`` with a literal, with its settings (`_module_settings`);
+def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, Value, bool], ...] | None], ...]:
+    """Every module under ``root`` that may set ``name`` with a literal or compute it, with its settings (`_module_settings`);
     None for a test module, whose settings hold for itself alone: it is read only when it is the module checked
     (`setting`), never for the others. Read once per project and setting, only when a finding asks."""
     found = []
@@ -201,11 +226,11 @@ def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, bool | 
 
 def _setting_lines(
     tree: ast.Module, name: str, candidates: list[int], forwards: dict[str, tuple[str, int]]
-) -> list[tuple[int, bool | int]]:
-    """The lines setting ``name`` with a literal, and to what, in the order of the text; only the
+) -> list[tuple[int, Value]]:
+    """The lines setting ``name`` with a literal or computing it, and to what, in the order of the text; only the
     nodes spanning one of the ``candidates`` (the lines naming it or calling a helper in ``forwards``)
     are looked into."""
-    lines: list[tuple[int, bool | int]] = []
+    lines: list[tuple[int, Value]] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
@@ -258,10 +283,25 @@ def scope_root(path: str) -> str:
     return directory if directory.startswith(root) else root
 
 
-def _placed(path: str, name: str) -> Iterator[tuple[str, bool | int]]:
-    """Each place the project of ``path`` sets ``name`` for it with a literal (``file:line``, relative to the
-    project's root), and the literal. Only the files under `scope_root` are read, and of them those not in a
-    project of their own below it."""
+def setting(path: str, name: str) -> tuple[str, bool] | None:
+    """Where the project of ``path`` sets ``name`` for it (``file:line``, relative to the project's root)
+    and to what: the first place setting it on, else the first setting it off; None where nothing does.
+    Only the files under `scope_root` are read, and of them those not in a project of their own below it."""
+    held = list(_held(path, name))
+    on = next((where for where, value in held if value is True), None)
+    if on is not None:
+        return on, True
+    return next(((where, False) for where, value in held if value is False), None)
+
+
+def computed(path: str, name: str) -> str | None:
+    """Where the project of ``path`` computes ``name`` for it (``file:line``, as `setting` says it): the first
+    expression setting it that holds for ``path``; None where none does."""
+    return next((where for where, value in _held(path, name) if value == COMPUTED), None)
+
+
+def _held(path: str, name: str) -> Iterator[tuple[str, Value]]:
+    """Each place setting ``name`` that holds for ``path`` (``file:line``) and its value, in the order read."""
     if path in ("-", "<string>"):
         return
     top = project_root(path)
@@ -284,19 +324,7 @@ def _placed(path: str, name: str) -> Iterator[tuple[str, bool | int]]:
                 yield f"{os.path.relpath(where, top).replace(os.sep, '/')}:{line}", value
 
 
-def setting(path: str, name: str) -> tuple[str, bool] | None:
-    """Where the project of ``path`` sets ``name`` for it (``file:line``, relative to the project's root)
-    and to what: the first place setting it on, else the first setting it off; None where nothing does."""
-    off = None
-    for where, value in _placed(path, name):
-        if value is True:
-            return where, True
-        if value is False:
-            off = off or (where, False)
-    return off
-
-
 def numbers(path: str, name: str) -> tuple[tuple[str, int], ...]:
     """Every whole number the project of ``path`` sets ``name`` to for it (``TrainingArguments(...,
     gradient_accumulation_steps=1)``), and where."""
-    return tuple((where, value) for where, value in _placed(path, name) if type(value) is int)
+    return tuple((where, value) for where, value in _held(path, name) if type(value) is int)

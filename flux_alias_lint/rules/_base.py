@@ -82,6 +82,14 @@ def consequence(reach: Reach, returned: int = 0) -> str:
             "Megatron multiplies it in place by the context-parallel size and divides it by num_microbatches "
             "after this function returns, so the logged value is rescaled too"
         )
+    if reach.context == MEGATRON and returned == 3 and reach.depends_on:
+        setting = MEGATRON_HOST.setting
+        assert setting is not None
+        return (
+            "Megatron divides it in place by num_tokens and num_microbatches after this function returns, so the "
+            f"logged value is divided too, unless {setting.name} is on (then Megatron {setting.effect}): the verdict "
+            f"depends on that setting, computed at {reach.depends_on}"
+        )
     if reach.context == MEGATRON and returned == 3:
         return (
             "Megatron divides it in place by num_tokens and num_microbatches after this function returns, "
