@@ -700,7 +700,6 @@ def _verify_stdin(args: argparse.Namespace, settings: _Settings, scenario: Scena
     """`verify` of stdin's text, standing for the file --stdin-filename names as `check` has it
     (its project indexed as `verify FILE` indexes it); without a name, the evidence in the text alone."""
     from .harness.verify import verify_file
-
     from .index.project import ProjectIndex, reaches_of_text
 
     path = args.stdin_filename or "-"
@@ -709,10 +708,8 @@ def _verify_stdin(args: argparse.Namespace, settings: _Settings, scenario: Scena
     if args.stdin_filename is not None:  # the file's project, indexed as `verify FILE` has it (no cache)
         index = ProjectIndex.for_paths([path])
         schedules = index.schedules_by_path().get(os.path.realpath(path))
-        try:
+        with contextlib.suppress(SourceError):  # verify_file reports why the text cannot be checked
             reaches = reaches_of_text(path, decode(data, path).text, index.reached_by_path())
-        except SourceError:
-            pass  # verify_file reports why the text cannot be checked
     selection = settings.selection(path if args.stdin_filename else "stdin.py")
     verdicts, error = verify_file(path, selection, scenario, reaches, schedules, data)
     return _verdicts_reported(args, scenario, verdicts, [error] if error else [])
