@@ -32,6 +32,8 @@ PROJECT_CASES = project_cases()
 NOT_RUN_UNDER_MEGATRON = {
     "FAL005/host_transformers_training_step": "transformers 4.46.0's Trainer.training_step",
     "FAL005/neg_host_transformers_training_step_after_4_46": "transformers 4.57's Trainer",
+    "FAL005/host_trainer_imported_under_try": "transformers 4.46.0's Trainer.training_step",
+    "FAL005/neg_host_trainer_imported_under_try_after_4_46": "transformers 4.57's Trainer",
     "FAL005/host_transformers_compute_loss": "transformers 4.54+'s Trainer.compute_loss",
     "FAL005/host_compute_loss_func_set_by_the_trainer": "transformers 4.54+'s Trainer.compute_loss",
     "FAL005/host_second_of_two_rescales": "transformers 4.54+'s Trainer.compute_loss",

@@ -330,6 +330,7 @@ NEGATIVE_HOST_PROJECTS = {
     "FAL005/neg_host_megatron_before_0_7": "loss_func",
     "FAL005/neg_host_transformers_compute_loss_turned_off": "token_loss",
     "FAL005/neg_host_transformers_training_step_after_4_46": "LoggingTrainer.compute_loss",
+    "FAL005/neg_host_trainer_imported_under_try_after_4_46": "LoggingTrainer.compute_loss",
 }
 
 

@@ -146,9 +146,8 @@ class HostEvidence(Resolver):
                 if chain is None or not chain.endswith(suffix):
                     continue
                 head, _, rest = chain.partition(".")
-                target = owner.qualified.get(head, "")
-                full = f"{target}.{rest}" if rest else target
-                if full.split(".")[0] in packages:
+                # each branch of a module-level `if`/`try` may import its own base under the name
+                if any(target.split(".")[0] in packages for target in owner.branch_imports.get(head, ())):
                     return True
         return False
 
