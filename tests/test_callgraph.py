@@ -110,6 +110,41 @@ def test_classes_run_their_init_by_c3_order_and_super(tmp_path: Path) -> None:
     assert graph["zoo.Bird.__init__"] == ["zoo.Animal.__init__"]
 
 
+def test_a_method_called_on_self_runs_the_overrides_of_subclasses_in_other_modules(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "base.py": """
+                class Trainer:
+                    def train(self):
+                        return self.step()
+                    def step(self):
+                        pass
+                class Other:
+                    def step(self):
+                        pass
+            """,
+            "sft.py": """
+                from base import Trainer
+                class SFT(Trainer):
+                    def step(self):
+                        pass
+            """,
+            "dpo.py": """
+                from sft import SFT
+                from base import Other
+                class DPO(SFT):
+                    def step(self):
+                        pass
+                class Unrelated(Other):
+                    def step(self):
+                        pass
+            """,
+        },
+    )
+    assert graph["base.Trainer.train"] == ["base.Trainer.step", "dpo.DPO.step", "sft.SFT.step"]
+
+
 def test_a_factory_result_stored_on_self_and_called_from_another_method(tmp_path: Path) -> None:
     graph = _graph(
         tmp_path,
