@@ -46,6 +46,9 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_composer_no_total": "Composer 0.10+'s Trainer._train_microbatch (a new sum as the loss)",
     "FAL005/neg_composer_bare_after_0_9": "Composer 0.10+'s Trainer._train_microbatch (a new sum as the loss)",
     "FAL005/neg_composer_own_checkout": "Composer 0.10+'s Trainer._train_microbatch (a new sum as the loss)",
+    "FAL005/host_composer_total_through_loss_fn": "Composer 0.10+'s Trainer._train_microbatch ('total' taken as the loss)",
+    "FAL005/host_composer_through_a_loss_fn_attribute": "Composer 0.8's Trainer._train_microbatch",
+    "FAL005/neg_composer_classifier_bare_loss_fn": "Composer 0.10+'s Trainer._train_microbatch (a new sum as the loss)",
     "FAL005/neg_host_lightning_out_of_place": "Lightning's out-of-place scaling",
     "FAL005/neg_host_megatron_before_0_7": "megatron-core 0.6's out-of-place division",
 }

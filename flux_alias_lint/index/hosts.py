@@ -38,10 +38,15 @@ _WORDS = (
     (b"compute_loss_func",),
     (b"ComposerModel",),
     (b"HuggingFaceModel",),
+    (b"ComposerClassifier",),
     (b"ccelerator.backward(",),
 )
-# Composer's model base classes a project's model derives (`HuggingFaceModel` derives `ComposerModel`: llm-foundry's).
-_COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel")
+# Composer's model base classes a project's model derives (`HuggingFaceModel` and `ComposerClassifier` derive
+# `ComposerModel`: llm-foundry's).
+_COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel", "ComposerClassifier")
+# Composer's model whose `loss` returns what its `loss_fn` returns, unchanged (`return self._loss_fn(outputs,
+# targets, *args, **kwargs)`, composer/models/tasks/classification.py).
+_COMPOSER_CLASSIFIER = "ComposerClassifier"
 _TRAINER_PACKAGES = ("transformers", "trl")
 
 
@@ -70,6 +75,43 @@ class HostEvidence(Resolver):
                 self._reach(module.path, function, self._host(module, function, COMPOSER_TOTAL, what))
             self._handed_to_hosts(module, [*scope, function], function)
         self._handed_to_hosts(module, [], module.tree)
+        self._composer_loss_fns(module)
+
+    def _composer_loss_fns(self, module: Symbols) -> None:
+        """`ComposerClassifier(module, loss_fn=f)` (or `super().__init__(..., loss_fn=f)` in a subclass of
+        it): the classifier's `loss` returns what `f` returns to Composer's trainer unchanged. `loss_fn`
+        came with 0.9, whose trainer sums a bare loss into a new tensor: only a dict's `'total'` (0.10+)."""
+        for scope, function in [*module.scoped, ([], module.tree)]:
+            inner = [] if function is module.tree else [*scope, function]
+            for node in body_walk(function):
+                if not isinstance(node, ast.Call) or not any(k.arg == "loss_fn" for k in node.keywords):
+                    continue
+                name = last_name(node.func)
+                if name == _COMPOSER_CLASSIFIER:
+                    handed_to = self._from_composer(module, node.func)
+                else:
+                    cls = next((s for s in reversed(inner) if isinstance(s, ast.ClassDef)), None)
+                    handed_to = (
+                        name == "__init__"
+                        and _of_super(node.func)
+                        and cls is not None
+                        and self._derives(module, cls, ("composer",), _COMPOSER_CLASSIFIER)
+                    )
+                if handed_to:
+                    handed = next(k.value for k in node.keywords if k.arg == "loss_fn")
+                    what = (
+                        f"passed as loss_fn to {_COMPOSER_CLASSIFIER}, whose loss returns its dict of losses"
+                        " to Composer's Trainer._train_microbatch"
+                    )
+                    self._handed(module, inner, handed, COMPOSER_TOTAL, self._step(module, node, what))
+
+    def _from_composer(self, module: Symbols, func: ast.expr) -> bool:
+        """Whether `func` (`Name`, `alias.Name`) is imported from Composer (in any branch of the module)."""
+        head = dotted(func)
+        if head is None:
+            return False
+        targets = module.branch_imports.get(head.partition(".")[0], ())
+        return any(target.split(".")[0] == "composer" for target in targets)
 
     def _host(self, module: Symbols, node: ast.AST, context: str, what: str) -> Reach:
         return Reach(context, (self._step(module, node, what),), whole_return=True)
