@@ -145,6 +145,31 @@ def test_a_method_called_on_self_runs_the_overrides_of_subclasses_in_other_modul
     assert graph["base.Trainer.train"] == ["base.Trainer.step", "dpo.DPO.step", "sft.SFT.step"]
 
 
+def test_a_function_passed_to_a_class_is_what_its_init_stores_on_self(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "model.py": """
+                class Model:
+                    def __init__(self, body, loss_fn):
+                        self._loss_fn = loss_fn
+                    def loss(self, outputs):
+                        return self._loss_fn(outputs)
+            """,
+            "build.py": """
+                from model import Model
+                def smoothed(outputs):
+                    pass
+                def focal(outputs):
+                    pass
+                first = Model(None, smoothed)
+                second = Model(None, loss_fn=focal)
+            """,
+        },
+    )
+    assert graph["model.Model.loss"] == ["build.focal", "build.smoothed"]
+
+
 def test_a_factory_result_stored_on_self_and_called_from_another_method(tmp_path: Path) -> None:
     graph = _graph(
         tmp_path,
