@@ -60,7 +60,8 @@ class Calls(Classes):
         `bounded` (a parameter followed while resolving a value): a method's calls only where their
         receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
         called all over the project, `training_step(`, is not followed: as the summaries' bounds).
-        In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it."""
+        In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it. A class's
+        `__init__` is called by `Class(...)` too."""
         function = scope[-1]
         assert isinstance(function, (*_FUNCTIONS, ast.Lambda))
         method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)

@@ -52,11 +52,12 @@ class Classes(Names):
                     yield found._replace(steps=(*found.steps, step))
 
     def _overriding(self, module: Symbols, cls: ast.ClassDef, name: str) -> Iterator[Value]:
-        """The methods `name` of the classes of other modules deriving from `cls`, at any depth (to
-        `_DEPTH`): `self.name` in a method of `cls` runs the override of the instance's class, wherever
+        """The methods `name` of the classes deriving from `cls` through other modules, at any depth (to
+        `_DEPTH`; those of its own module deriving from it there are `_overrides`'): `self.name` in a method of `cls` runs the override of the instance's class, wherever
         it is defined (a base trainer handing `self.forward_step` to the schedule)."""
+        covered = set(derived_classes(module.classes, cls.name))  # `_overrides`' own
         for other, subclass in self._derived_anywhere(module, cls):
-            if other is module:
+            if other is module and subclass.name in covered:
                 continue
             for method in subclass.body:
                 if isinstance(method, _FUNCTIONS) and method.name == name:

@@ -10,6 +10,7 @@ reports the captures at `return loss`), under the host's own context:
 - `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`);
 - a Composer `ComposerModel` (or `HuggingFaceModel`) subclass's `loss` method: a bare loss (`composer`), or the `'total'` entry of a
   returned dict (`composer-total`: the row's `entry`, which the analysis matches to the captures of that entry).
+  A `loss_fn` handed to Composer's `ComposerClassifier` is what its `loss` returns: a dict's `'total'` only.
 Whether the release the project runs does it is decided when a finding is made (`index/releases.py`).
 """
 
