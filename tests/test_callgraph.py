@@ -110,6 +110,66 @@ def test_classes_run_their_init_by_c3_order_and_super(tmp_path: Path) -> None:
     assert graph["zoo.Bird.__init__"] == ["zoo.Animal.__init__"]
 
 
+def test_a_method_called_on_self_runs_the_overrides_of_subclasses_in_other_modules(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "base.py": """
+                class Trainer:
+                    def train(self):
+                        return self.step()
+                    def step(self):
+                        pass
+                class Other:
+                    def step(self):
+                        pass
+            """,
+            "sft.py": """
+                from base import Trainer
+                class SFT(Trainer):
+                    def step(self):
+                        pass
+            """,
+            "dpo.py": """
+                from sft import SFT
+                from base import Other
+                class DPO(SFT):
+                    def step(self):
+                        pass
+                class Unrelated(Other):
+                    def step(self):
+                        pass
+            """,
+        },
+    )
+    assert graph["base.Trainer.train"] == ["base.Trainer.step", "dpo.DPO.step", "sft.SFT.step"]
+
+
+def test_a_function_passed_to_a_class_is_what_its_init_stores_on_self(tmp_path: Path) -> None:
+    graph = _graph(
+        tmp_path,
+        {
+            "model.py": """
+                class Model:
+                    def __init__(self, body, loss_fn):
+                        self._loss_fn = loss_fn
+                    def loss(self, outputs):
+                        return self._loss_fn(outputs)
+            """,
+            "build.py": """
+                from model import Model
+                def smoothed(outputs):
+                    pass
+                def focal(outputs):
+                    pass
+                first = Model(None, smoothed)
+                second = Model(None, loss_fn=focal)
+            """,
+        },
+    )
+    assert graph["model.Model.loss"] == ["build.focal", "build.smoothed"]
+
+
 def test_a_factory_result_stored_on_self_and_called_from_another_method(tmp_path: Path) -> None:
     graph = _graph(
         tmp_path,

@@ -330,6 +330,7 @@ NEGATIVE_HOST_PROJECTS = {
     "FAL005/neg_host_megatron_before_0_7": "loss_func",
     "FAL005/neg_host_transformers_compute_loss_turned_off": "token_loss",
     "FAL005/neg_host_transformers_training_step_after_4_46": "LoggingTrainer.compute_loss",
+    "FAL005/neg_host_trainer_imported_under_try_after_4_46": "LoggingTrainer.compute_loss",
 }
 
 
@@ -368,6 +369,7 @@ COMPOSER_SHAPES = {
     "FAL005/neg_composer_no_total": ("ce", hosts.COMPOSER_TOTAL),
     "FAL005/neg_composer_bare_after_0_9": ("", hosts.COMPOSER),
     "FAL005/neg_composer_own_checkout": ("", hosts.COMPOSER),
+    "FAL005/neg_composer_classifier_bare_loss_fn": ("", hosts.COMPOSER),
 }
 
 
@@ -376,17 +378,25 @@ def test_every_composer_negative_is_run() -> None:
 
 
 class _Detached(cst.CSTVisitor):
+    """The `.detach()` calls of a module and the function holding the first: a model's `loss`, or the `loss_fn`
+    handed to Composer's `ComposerClassifier`, whose `loss` returns what it returns."""
+
     def __init__(self) -> None:
         self.loss: cst.FunctionDef | None = None
         self.calls: list[cst.Call] = []
+        self._functions: list[cst.FunctionDef] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if node.name.value == "loss":
-            self.loss = node
+        self._functions.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "detach":
             self.calls.append(node)
+            if self.loss is None and self._functions:
+                self.loss = self._functions[-1]
 
 
 @pytest.mark.parametrize("fixture", sorted(COMPOSER_SHAPES))

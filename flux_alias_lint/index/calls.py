@@ -60,13 +60,15 @@ class Calls(Classes):
         `bounded` (a parameter followed while resolving a value): a method's calls only where their
         receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
         called all over the project, `training_step(`, is not followed: as the summaries' bounds).
-        In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it."""
+        In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it. A class's
+        `__init__` is called by `Class(...)` too."""
         function = scope[-1]
         assert isinstance(function, (*_FUNCTIONS, ast.Lambda))
         method = len(scope) > 1 and isinstance(scope[-2], ast.ClassDef)
         params = positional(function, through_attribute=method)
         position = params.index(parameter) if parameter in params else None
         nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
+        made = _made_class(scope)
         paths = self._caller_files(module, scope)
         if bounded and len(paths) > _CALLER_FILES:
             return
@@ -77,6 +79,7 @@ class Calls(Classes):
                 names = [n for n, values in self._bindings(around)[1].items() if any(v is function for v in values)]
             else:
                 names = [function.name, *_aliases(self._bindings(caller.tree)[1], function.name)]
+                names += [made.name] if made is not None else []
             calls = [c for n in names for c in self._calls_named(caller).get(n, ())]
             if caller is module:  # and the calls of a parameter (`fn(x)`) the function may be passed as
                 calls += [
@@ -96,6 +99,11 @@ class Calls(Classes):
                 if passed is None:
                     continue
                 callees = [v.function for v in self._values(caller, inner, head, depth)]
+                if made is not None and function not in callees:  # `Class(...)` runs the `__init__` it has
+                    classes = self._classes(caller, head, depth)
+                    callees += [
+                        m for c_module, c in classes for _, m in self._inherited(c_module, c, "__init__", depth)
+                    ]
                 unknown_receiver = method and not bounded and isinstance(head, ast.Attribute) and not callees
                 if function in callees or unknown_receiver:
                     yield caller, inner, call, passed
@@ -107,6 +115,9 @@ class Calls(Classes):
         nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
         if nested or isinstance(function, ast.Lambda):  # called in its own module
             return []
+        made = _made_class(scope)
+        if made is not None:  # `Class(...)` runs its `__init__`
+            return [p for p in self._mentioning(module.path, f"{made.name}(") if p != module.path]
         paths = self._mentioning(module.path, f"{function.name}(")
         partials = set(self._mentioning(module.path, "partial("))
         paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
@@ -450,3 +461,11 @@ def _hands_on(function: ast.AST, value: ast.expr, parameter: str) -> bool:
         for wrapper in wrappers
         for r in body_walk(wrapper)
     )
+
+
+def _made_class(scope: list[ast.AST]) -> ast.ClassDef | None:
+    """The class whose `__init__` `scope[-1]` is (a call of the class runs it), if it is one."""
+    function = scope[-1]
+    if len(scope) > 1 and isinstance(scope[-2], ast.ClassDef) and getattr(function, "name", None) == "__init__":
+        return scope[-2]
+    return None

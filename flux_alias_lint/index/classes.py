@@ -28,6 +28,9 @@ class Classes(Names):
         super().__init__(roots)
         self._attributes: dict[int, tuple[dict[str, list[ast.expr]], dict[str, list[ast.expr]]]] = {}
         self._stores: dict[int, dict[str, list[tuple[list[ast.AST], ast.stmt, ast.expr]]]] = {}
+        # `_derived_anywhere`, by class, for the file `_derived_for` names (what it reads is that file's dependency)
+        self._derived: dict[int, list[tuple[Symbols, ast.ClassDef]]] = {}
+        self._derived_for: str | None = None
 
     def _members(self, module: Symbols, cls: ast.ClassDef, name: str, depth: int, subclasses: bool) -> Iterator[Value]:
         """Member `name` of an instance of `cls`: its method (or the one it inherits), its subclasses'
@@ -47,6 +50,44 @@ class Classes(Names):
                 step = self._step(owner_module, stmt, f"stored as self.{name}")
                 for found in self._values(owner_module, inner, value, depth):
                     yield found._replace(steps=(*found.steps, step))
+
+    def _overriding(self, module: Symbols, cls: ast.ClassDef, name: str) -> Iterator[Value]:
+        """The methods `name` of the classes deriving from `cls` through other modules, at any depth (to
+        `_DEPTH`; those of its own module deriving from it there are `_overrides`'): `self.name` in a method of `cls` runs the override of the instance's class, wherever
+        it is defined (a base trainer handing `self.forward_step` to the schedule)."""
+        covered = set(derived_classes(module.classes, cls.name))  # `_overrides`' own
+        for other, subclass in self._derived_anywhere(module, cls):
+            if other is module and subclass.name in covered:
+                continue
+            for method in subclass.body:
+                if isinstance(method, _FUNCTIONS) and method.name == name:
+                    what = f"runs as self.{name} of {cls.name} in an instance of {subclass.name}"
+                    yield Value(other, method, (self._step(other, method, what),))
+
+    def _derived_anywhere(self, module: Symbols, cls: ast.ClassDef) -> list[tuple[Symbols, ast.ClassDef]]:
+        """The classes of the project deriving from `cls`, directly or not (to `_DEPTH` levels), in its
+        module (`derived_classes`) and in the modules naming each class (`_subclasses`), nearest first."""
+        if self._derived_for != self._current:
+            self._derived.clear()
+            self._derived_for = self._current
+        found = self._derived.get(id(cls))
+        if found is None:
+            found = []
+            seen = {id(cls)}
+            level = [(module, cls)]
+            for _ in range(_DEPTH):
+                below = [(m, m.classes[name]) for m, c in level for name in derived_classes(m.classes, c.name)]
+                below += [derived for m, c in level for derived in self._subclasses(m, c)]
+                level = []
+                for m, c in below:
+                    if id(c) not in seen:
+                        seen.add(id(c))
+                        level.append((m, c))
+                if not level:
+                    break
+                found += level
+            self._derived[id(cls)] = found
+        return found
 
     def _stored(self, module: Symbols, cls: ast.ClassDef) -> dict[str, list[tuple[list[ast.AST], ast.stmt, ast.expr]]]:
         """What the methods of `cls` (and the functions in them) store as `self.<name>`, by name: (the

@@ -69,12 +69,14 @@ class FollowedEvidence(Resolver):
         self, evidence: Iterable[tuple[Key, Reach]], whole: bool = False
     ) -> Iterator[tuple[Reach, Symbols, list[ast.AST], ast.AST]]:
         """Each reached function of `evidence` with its strongest reach so far, once per reach that is
-        stronger than the one before (a whole return only where `whole` says so)."""
-        seen: dict[Key, Reach] = {}
+        stronger than the one before (a whole return only where `whole` says so, once per host taking
+        it: Composer's `loss` returns its bare loss to one and its dict of losses to another)."""
+        seen: dict[tuple[Key, str | None], Reach] = {}
         for key, reach in evidence:
-            if (reach.whole_return and not whole) or (key in seen and not stronger(reach, seen[key])):
+            slot = (key, reach.context if reach.whole_return else None)
+            if (reach.whole_return and not whole) or (slot in seen and not stronger(reach, seen[slot])):
                 continue
-            seen[key] = reach
+            seen[slot] = reach
             found = self._function_at(key)
             if found is not None:
                 yield reach, *found

@@ -10,6 +10,7 @@ reports the captures at `return loss`), under the host's own context:
 - `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`);
 - a Composer `ComposerModel` (or `HuggingFaceModel`) subclass's `loss` method: a bare loss (`composer`), or the `'total'` entry of a
   returned dict (`composer-total`: the row's `entry`, which the analysis matches to the captures of that entry).
+  A `loss_fn` handed to Composer's `ComposerClassifier` is what its `loss` returns: a dict's `'total'` only.
 Whether the release the project runs does it is decided when a finding is made (`index/releases.py`).
 """
 
@@ -31,10 +32,15 @@ _WORDS = (
     (b"compute_loss_func",),
     (b"ComposerModel",),
     (b"HuggingFaceModel",),
+    (b"ComposerClassifier",),
     (b"ccelerator.backward(",),
 )
-# Composer's model base classes a project's model derives (`HuggingFaceModel` derives `ComposerModel`: llm-foundry's).
-_COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel")
+# Composer's model base classes a project's model derives (`HuggingFaceModel` and `ComposerClassifier` derive
+# `ComposerModel`: llm-foundry's).
+_COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel", "ComposerClassifier")
+# Composer's model whose `loss` returns what its `loss_fn` returns, unchanged (`return self._loss_fn(outputs,
+# targets, *args, **kwargs)`, composer/models/tasks/classification.py).
+_COMPOSER_CLASSIFIER = "ComposerClassifier"
 _TRAINER_PACKAGES = ("transformers", "trl")
 
 
@@ -66,6 +72,43 @@ class HostEvidence(Resolver):
                 self._reach(module.path, function, self._host(module, function, COMPOSER_TOTAL, what))
             self._handed_to_hosts(module, [*scope, function], function)
         self._handed_to_hosts(module, [], module.tree)
+        self._composer_loss_fns(module)
+
+    def _composer_loss_fns(self, module: Symbols) -> None:
+        """`ComposerClassifier(module, loss_fn=f)` (or `super().__init__(..., loss_fn=f)` in a subclass of
+        it): the classifier's `loss` returns what `f` returns to Composer's trainer unchanged. `loss_fn`
+        came with 0.9, whose trainer sums a bare loss into a new tensor: only a dict's `'total'` (0.10+)."""
+        for scope, function in [*module.scoped, ([], module.tree)]:
+            inner = [] if function is module.tree else [*scope, function]
+            for node in body_walk(function):
+                if not isinstance(node, ast.Call) or not any(k.arg == "loss_fn" for k in node.keywords):
+                    continue
+                name = last_name(node.func)
+                if name == _COMPOSER_CLASSIFIER:
+                    handed_to = self._from_composer(module, node.func)
+                else:
+                    cls = next((s for s in reversed(inner) if isinstance(s, ast.ClassDef)), None)
+                    handed_to = (
+                        name == "__init__"
+                        and _of_super(node.func)
+                        and cls is not None
+                        and self._derives(module, cls, ("composer",), _COMPOSER_CLASSIFIER)
+                    )
+                if handed_to:
+                    handed = next(k.value for k in node.keywords if k.arg == "loss_fn")
+                    what = (
+                        f"passed as loss_fn to {_COMPOSER_CLASSIFIER}, whose loss returns its dict of losses"
+                        " to Composer's Trainer._train_microbatch"
+                    )
+                    self._handed(module, inner, handed, COMPOSER_TOTAL, self._step(module, node, what))
+
+    def _from_composer(self, module: Symbols, func: ast.expr) -> bool:
+        """Whether `func` (`Name`, `alias.Name`) is imported from Composer (in any branch of the module)."""
+        head = dotted(func)
+        if head is None:
+            return False
+        targets = module.branch_imports.get(head.partition(".")[0], ())
+        return any(target.split(".")[0] == "composer" for target in targets)
 
     def _host(self, module: Symbols, node: ast.AST, context: str, what: str) -> Reach:
         return Reach(context, (self._step(module, node, what),), whole_return=True)
@@ -183,32 +226,11 @@ class HostEvidence(Resolver):
                 if chain is None:
                     continue
                 head, _, rest = chain.partition(".")
-                for target in _bound(owner.tree).get(head, ()):
+                for target in owner.branch_imports.get(head, ()):
                     full = f"{target}.{rest}" if rest else target
                     if full.split(".")[0] in packages and full.rpartition(".")[2].endswith(suffix):
                         return True
         return False
-
-
-def _bound(tree: ast.Module) -> dict[str, set[str]]:
-    """Each name the module's top-level imports bind, and every target bound to it: in the module's body and in
-    its `if`/`else` and `try`/`except` blocks, all alternatives kept."""
-    found: dict[str, set[str]] = {}
-    blocks = [tree.body]
-    while blocks:
-        for node in blocks.pop():
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    head = alias.name.split(".")[0]
-                    found.setdefault(alias.asname or head, set()).add(alias.name if alias.asname else head)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                for alias in node.names:
-                    found.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
-            elif isinstance(node, ast.If):
-                blocks += [node.body, node.orelse]
-            elif isinstance(node, ast.Try):
-                blocks += [node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)]
-    return found
 
 
 def _enclosing(scope: list[ast.AST]) -> ast.ClassDef | None:

@@ -245,6 +245,7 @@ class Resolver(Calls):
             cls = _enclosing_class(scope)
             if cls is not None:
                 yield from self._members(module, cls, attr, depth, subclasses=False)
+                yield from self._overriding(module, cls, attr)
             return
         if isinstance(owner, ast.Name) and (owner.id in module.classes or owner.id in module.targets):
             classes = self._classes(module, owner, depth)

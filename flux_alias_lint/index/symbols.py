@@ -74,6 +74,22 @@ class Symbols:
         return {i.local: i.target for i in self._module_level}
 
     @functools.cached_property
+    def branch_imports(self) -> dict[str, list[str]]:
+        """Local name -> what it may be, for the imports of the module's top level and of every branch
+        of its blocks (`try`/`except ImportError`, `if version...:`/`else:`), not in defs or classes:
+        a name each branch imports from elsewhere may be any of them."""
+        found: dict[str, list[str]] = {}
+        stack = [self.tree.body]
+        while stack:
+            for node in stack.pop():
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for i in _imports_of(node):
+                        found.setdefault(i.local, []).append(i.target)
+                elif type(node) in _COMPOUND and not isinstance(node, (*FUNCTIONS, ast.ClassDef)):
+                    stack.extend(block for block, _ in _blocks(node))
+        return found
+
+    @functools.cached_property
     def imported(self) -> dict[str, tuple[str, int, str]]:
         """Local name -> (module, level, its name there), for the module-level `from <module> import
         <name> as <local>` (module "" for `from . import name`)."""
