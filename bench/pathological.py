@@ -2,14 +2,17 @@
 
     python bench/pathological.py            # every shape, 1x to 8x
     python bench/pathological.py --scale 1 2 --shape nested_loops
+    python bench/pathological.py --shape nested_loops --size 8 12 16 19
 
 Each shape is one loss function that made the analysis exponential or quadratic before its work
 was bounded (README, Reliability): alternating if/else blocks (2**n alias chains), nested `for`
 loops (2**depth passes over the innermost body), a long flat function of dict stores and one
-huge dict literal (quadratic container updates). The bound is on the analysis' own work counters
-(`analysis.Work`), which do not depend on the machine: statements analysed are linear in the
-source lines times (enclosing loops + 1) past the per-statement budget, and each evaluated value
-carries a bounded number of aliases. The seconds (CPU time of one process) are printed beside them.
+huge dict literal (quadratic container updates); and a module of many small loss functions (each
+one an unreached finding: quadratic when each finding walked the whole module). The bound is on the
+analysis' own work counters (`analysis.Work`), which do not depend on the machine: statements
+analysed are linear in the source lines times (enclosing loops + 1) past the per-statement budget,
+and each evaluated value carries a bounded number of aliases. The seconds (CPU time of one process,
+the whole check) are printed beside them, with CPU per 1,000 lines.
 """
 
 from __future__ import annotations
@@ -21,16 +24,9 @@ from collections.abc import Callable
 import libcst as cst
 
 from flux_alias_lint.analysis import ModuleAnalysis, Work
-from flux_alias_lint.analysis.statements import _MIN_WORK, _WORK_PER_STATEMENT
-from flux_alias_lint.analysis.values import _MAX_ALIASES
+from flux_alias_lint.analysis import statements as _statements
+from flux_alias_lint.analysis.statements import _ALIASES_PER_STATEMENT, _LOOP_SLACK, _MIN_WORK, _WORK_PER_STATEMENT
 from flux_alias_lint.lint import check_source
-
-# Past its budget (_WORK_PER_STATEMENT per statement), a function's statements are analysed at most
-# (enclosing loops + 1) times more; the factor 2 covers the loops already under way when it degrades.
-_LOOP_SLACK = 2
-# Values evaluated per statement analysed, each with at most about twice _MAX_ALIASES aliases (a
-# join of two merged sets) before the next read merges them again.
-_ALIASES_PER_STATEMENT = 4 * _MAX_ALIASES
 
 _HEAD = ["import torch", "", "", "def loss_func(output_tensor, flags, batches):", "    loss = output_tensor.sum()"]
 
@@ -66,6 +62,14 @@ def huge_dict(n: int) -> tuple[str, int]:
     return _module(lines, "    return loss, r"), 0
 
 
+def loss_functions(n: int) -> tuple[str, int]:
+    """n module-level three-line loss functions `lossN(out)`, each reporting `l.detach()`."""
+    lines = ["import torch", ""]
+    for i in range(n):
+        lines += ["", f"def loss{i}(out):", "    l = out.sum()", '    return l, {"loss": l.detach()}']
+    return "\n".join([*lines, ""]), 0
+
+
 def _module(lines: list[str], last: str) -> str:
     return "\n".join([*lines, last, ""])
 
@@ -76,13 +80,14 @@ SHAPES: dict[str, tuple[Callable[[int], tuple[str, int]], int]] = {
     "nested_loops": (nested_loops, 10),
     "long_flat": (long_flat, 2_500),
     "huge_dict": (huge_dict, 2_500),
+    "loss_functions": (loss_functions, 400),
 }
 
 
 def bound(source: str, depth: int) -> Work:
-    """The stated worst case of the analysis' work for a source of this many lines and loop depth."""
-    lines = source.count("\n")
-    statements = _LOOP_SLACK * (_WORK_PER_STATEMENT + depth + 1) * lines + _MIN_WORK
+    """The stated worst case of the analysis' work for a source of this many lines and loop depth
+    (`analysis.statements.bound`)."""
+    statements = _statements.bound(source.count("\n"), depth)
     return Work(statements=statements, aliases=_ALIASES_PER_STATEMENT * statements)
 
 
@@ -97,35 +102,37 @@ def work_of(source: str) -> Work:
     return analysis.work
 
 
-def measure(shape: str, size: int) -> tuple[Work, Work, float, int]:
-    """(the analysis' work, its bound, CPU seconds to check, findings) for one shape at one size."""
+def measure(shape: str, size: int) -> tuple[Work, Work, float, int, int]:
+    """(the analysis' work, its bound, CPU seconds to check, findings, lines) for one shape at one size."""
     source, depth = SHAPES[shape][0](size)
     started = time.process_time()
     findings = check_source(source)
     seconds = time.process_time() - started
-    return work_of(source), bound(source, depth), seconds, len(findings)
+    return work_of(source), bound(source, depth), seconds, len(findings), source.count("\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--size", type=int, nargs="+", help="these sizes instead of the scales")
     parser.add_argument("--shape", choices=sorted(SHAPES), nargs="+", default=list(SHAPES))
     args = parser.parse_args()
     print(
         f"bound: statements <= {_LOOP_SLACK} x ({_WORK_PER_STATEMENT} + loop depth + 1) x lines + {_MIN_WORK}, "
         f"aliases <= {_ALIASES_PER_STATEMENT} x statements"
     )
-    print(f"{'shape':14} {'scale':>5} {'size':>7} {'statements':>16} {'aliases':>20} {'cpu s':>7} {'findings':>8}")
+    header = f"{'shape':14} {'size':>7} {'lines':>7} {'statements':>16} {'aliases':>20} {'cpu s':>7} {'s/1k lines':>10}"
+    print(f"{header} {'findings':>8}")
     check_source("x = 1\n")  # load libcst outside the timings
     for shape in args.shape:
-        for scale in args.scale:
-            size = SHAPES[shape][1] * scale
-            work, limit, seconds, findings = measure(shape, size)
+        for size in args.size or [SHAPES[shape][1] * scale for scale in args.scale]:
+            work, limit, seconds, findings, lines = measure(shape, size)
             verdict = "" if within(work, limit) else "  OVER THE BOUND"
             statements = f"{work.statements}/{limit.statements}"
             aliases = f"{work.aliases}/{limit.aliases}"
             print(
-                f"{shape:14} {scale:>4}x {size:>7} {statements:>16} {aliases:>20} {seconds:>7.2f} {findings:>8}{verdict}",
+                f"{shape:14} {size:>7} {lines:>7} {statements:>16} {aliases:>20} {seconds:>7.2f} "
+                f"{1000 * seconds / lines:>10.3f} {findings:>8}{verdict}",
                 flush=True,
             )
 

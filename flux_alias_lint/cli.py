@@ -160,8 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         type=_non_negative(float),
         metavar="SECONDS",
-        help="per file, then it is reported as too complex "
-        f"(default: file-timeout in the config, else {DEFAULT_TIMEOUT:g}; 0: no limit)",
+        help="a safety net: a file still being checked after this long fails the run (exit 2), never a "
+        "finding; the analysis itself stops at a count of its work, the same on any machine "
+        f"(default: file-timeout in the config, else {DEFAULT_TIMEOUT:g}: none)",
     )
     check.add_argument(
         "--max-file-size",

@@ -42,7 +42,7 @@ class Config:
     target_version: tuple[int, int] | None = None  # the oldest Python the project supports
     root: Path | None = None  # the directory of the file the settings came from
     source: Path | None = None
-    file_timeout: float = DEFAULT_TIMEOUT  # seconds per file; 0: no limit
+    file_timeout: float = DEFAULT_TIMEOUT  # seconds per file before the run fails (a safety net); 0: none
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes
 
     def ignored_for(self, path: str) -> tuple[str, ...]:

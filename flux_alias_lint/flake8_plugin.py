@@ -39,7 +39,7 @@ from .output import context_note
 from .parallel import default_jobs
 from .runner import analysis_limit, unchecked
 from .selection import UNREACHED_MODES, Selection
-from .source import SourceError, too_large
+from .source import SourceError, TooComplex, too_large
 
 Reached = Mapping[str, Reaches]  # the project index: real path -> def line -> who rescales its loss
 
@@ -109,7 +109,8 @@ class Flake8Plugin:
         path, text = self._filename, "".join(self._lines)
         config = self._config_resolver()(path)
         selection = selection_for(config, path, unreached=self.unreached)
-        # `check`'s limits (file-timeout, max-file-size): a file over them is FAL000, as `check` says.
+        # `check`'s limits: a file over max-file-size is FAL000, as `check` says; past file-timeout (the
+        # safety net) `CheckTimedOut` fails flake8's run, naming the file, as it fails `check`'s.
         over = too_large(path, len(text.encode("utf-8", "surrogatepass")), config.max_file_size)
         if over is None:
             try:
@@ -127,6 +128,8 @@ class Flake8Plugin:
     def _check(self, text: str, path: str, selection: Selection) -> list[Finding]:
         try:
             return check_source(text, path, selection, noqa=False, reaches=self._reaches(path, text))
+        except TooComplex:
+            raise  # over the work budget: FAL000, as `check` says
         except SourceError:
             return []  # flake8 reports a file it cannot parse as E999 already
 

@@ -36,6 +36,7 @@ class Definition:
     module: cst.Module  # what `node` was parsed in (for its code)
     library: Library  # the library of the file it is in, for the calls it makes
     owner: str | None = None  # the class it is a method of: what `self.m()` in it means
+    lines: int = 0  # how many lines it spans: what its summary is allowed to cost (`analysis.Work`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +67,8 @@ class Library:
         self._made: dict[str, dict[str, set[str]]] = {}  # `_attribute_classes`, by class
         # The analysis' summaries of this file's functions, by id of their node (None: being computed).
         self.summaries: dict[int, object] = {}
+        # What computing each cost (`analysis.summaries.SummaryCost`), charged again wherever it is reused.
+        self.summary_costs: dict[int, object] = {}
 
     def offer_tree(self, tree: ast.Module) -> None:
         """The file's `ast` tree, when the triage already has it: no second parse."""
@@ -209,7 +212,7 @@ class Library:
             return None
         found = _first_def(module)
         owner = name.partition(".")[0] if "." in name else None
-        return Definition(self.path, found, module, self, owner) if found is not None else None
+        return Definition(self.path, found, module, self, owner, len(lines)) if found is not None else None
 
     def _imported(self, name: str) -> Definition | None:
         """`from pkg.mod import f` (or `from .mod import f as g`): `f` in the project's `pkg/mod.py`."""
@@ -237,6 +240,7 @@ class Library:
         keep their libcst trees alive until the next collection (`source.collections_paused`)."""
         self._parsed.clear()
         self.summaries.clear()
+        self.summary_costs.clear()
 
     def files(self) -> list[str]:
         """The other files whose functions were looked up: a change in any of them can change findings here."""

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from .analysis import RawFinding, analyze_module
+from .analysis import OverBudget, RawFinding, analyze_module
 from .facts.hosts import BY_NAME
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
@@ -28,7 +28,17 @@ from .noqa import is_suppressed, parse_suppressions
 from .positions import Span, node_spans
 from .rules import ANALYSIS_RULES, CAPTURE_CODE, RULES
 from .selection import DEFAULT_SELECTION, Selection
-from .source import MAX_DEPTH, SourceError, SourceFile, call_at_depth, check_compiles, decode, nesting_depth, parse
+from .source import (
+    MAX_DEPTH,
+    SourceError,
+    SourceFile,
+    TooComplex,
+    call_at_depth,
+    check_compiles,
+    decode,
+    nesting_depth,
+    parse,
+)
 from .triage import reduce_source
 from .triage.reduce import Reduced
 
@@ -175,6 +185,8 @@ def _analyze_piece(
         return call_at_depth(depth, _analyze_parsed, source, selection, noqa, module, parse_from, piece, context)
     except RecursionError:
         raise SourceError(source.path, "too deeply nested to analyse") from None
+    except TooComplex:
+        raise
     except SourceError:
         if rejected is not None:
             raise rejected from None  # not newer syntax after all: CPython's message is the better one
@@ -227,7 +239,10 @@ def _analyze_parsed(
         line = known[node][0][0]
         return lines[line - 1] if lines else line
 
-    raws = analyze_module(module, context.library, line_in_file)
+    try:
+        raws = analyze_module(module, context.library, line_in_file, parse_from.text.count("\n") + 1)
+    except OverBudget as stop:
+        raise TooComplex(source.path, str(stop)) from None
     if not raws:
         return []
     spans = known or node_spans(module, parse_from.text)
@@ -385,6 +400,8 @@ def fix_text(source: SourceFile, selection: Selection = DEFAULT_SELECTION, reach
         try:
             # The inserted copies change no line, so the def lines `reaches` names still hold.
             after, _ = _findings(dataclasses.replace(source, text=fixed_text), selection, reaches=reaches)
+        except TooComplex:
+            raise
         except SourceError as exc:
             raise SourceError(source.path, f"fix refused, the result would not parse ({exc.reason})") from None
         uncleared = _uncleared(current, after, edits)

@@ -18,11 +18,13 @@ from .index.files import Read, real_path
 from .index.reach import Reaches, Step
 from .rules import CAPTURE_CODE, INVALID_SYNTAX, UNCHECKED
 from .selection import Selection
-from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, decode, read_bytes
+from .source import DEFAULT_MAX_FILE_SIZE, SourceError, SourceFile, TooComplex, decode, read_bytes
 from .triage import reduce_source
 from .workers import exit_if_orphaned
 
-DEFAULT_TIMEOUT = 30.0
+# No clock by default: the analysis stops at a count of its work (`analysis.Work`), the same on any
+# machine; `--timeout` is an opt-in safety net that fails the run, never a finding.
+DEFAULT_TIMEOUT = 0.0
 
 
 class Mode(enum.Enum):
@@ -42,7 +44,7 @@ class FileResult:
     dependencies: Read = Read()  # the other files and modules the findings used (`index.files.Read`)
     fixed_codes: tuple[str, ...] = ()  # the rule of each fixed finding, for the closing summary
     warning: str | None = None  # one line: why a fix was not written (read-only, refused)
-    cacheable: bool = True  # False: the outcome depends on the run (a time limit), not on the file
+    cacheable: bool = True  # False: not to be cached (over the work budget: it depends on helpers too)
 
 
 # How fixing (not checking) fails: the file's findings are still reported.
@@ -58,7 +60,8 @@ def unchecked(error: SourceError, selection: Selection) -> FileResult:
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """What one file may cost: `timeout` seconds of checking (0: no limit), `max_bytes` of source."""
+    """What one file may cost: `timeout` seconds of checking before the run fails (0: no limit, the
+    default: the safety net, never a finding), `max_bytes` of source."""
 
     timeout: float = DEFAULT_TIMEOUT
     max_bytes: int = DEFAULT_MAX_FILE_SIZE
@@ -92,19 +95,27 @@ def time_limit(seconds: float, expired: Callable[[], BaseException] = _TimedOut)
 DEFAULT_LIMITS = Limits()
 
 
+class CheckTimedOut(Exception):
+    """A file still being checked when the safety net's clock ran out (`--timeout`): an error that
+    fails the run (exit 2), never a finding, since it depends on how busy the machine was."""
+
+
 @contextlib.contextmanager
 def analysis_limit(path: str, timeout: float) -> Iterator[None]:
-    """The block, interrupted after `timeout` seconds (0: no limit) by the `SourceError` a file
-    that takes too long becomes (FAL000)."""
+    """The block, interrupted after `timeout` seconds (0: no limit) by `CheckTimedOut`."""
     try:
         with time_limit(timeout):
             yield
     except _TimedOut:
-        raise _too_complex(path, timeout) from None
+        raise CheckTimedOut(timed_out(path, timeout)) from None
 
 
-def _too_complex(path: str, timeout: float) -> SourceError:
-    return SourceError(path, f"too complex to analyse in {timeout:g} s")
+def timed_out(path: str, timeout: float) -> str:
+    """The one line of a file the safety net stopped."""
+    return (
+        f"{path}: still being checked after {timeout:g} s (--timeout, file-timeout): a safety net, so the "
+        "run fails; the analysis itself stops at a count of its work, so please report this file"
+    )
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -272,8 +283,10 @@ def process_file(
                     result, _ = lint_source(source, selection, Mode.CHECK, reaches)
                     return dataclasses.replace(result, warning=str(exc))
         except _TimedOut:
-            return dataclasses.replace(unchecked(_too_complex(path, limits.timeout), selection), cacheable=False)
+            return FileResult(path, error=timed_out(path, limits.timeout), cacheable=False)
         return result
+    except TooComplex as exc:  # the analysis' own stop, which depends on the helpers it read too
+        return dataclasses.replace(unchecked(exc, selection), cacheable=False)
     except SourceError as exc:
         return unchecked(exc, selection)
     except RecursionError:

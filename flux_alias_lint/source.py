@@ -44,6 +44,11 @@ class SourceError(Exception):
         self.reason = reason
 
 
+class TooComplex(SourceError):
+    """The analysis went past the work it is allowed for the file's size (`analysis.Work`): a
+    FAL000 finding, the same on any machine however busy."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceFile:
     """Decoded text plus what is needed to write it back byte for byte."""

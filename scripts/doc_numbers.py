@@ -239,18 +239,40 @@ QUOTES: tuple[Quote, ...] = (
     ),
     Quote(
         "docs/internals.md",
-        r"with a per-file `--timeout` \((\d+) s\); FIFOs, devices and files over `--max-file-size` \((\d+) MiB\)",
-        lambda m: (
-            _seconds(_const("flux_alias_lint.runner", "DEFAULT_TIMEOUT")(m)[0]),
-            _mib(_const("flux_alias_lint.source", "DEFAULT_MAX_FILE_SIZE")(m)[0]),
-        ),
-        "the per-file limits, in brief",
+        r"files over\s+`--max-file-size` \((\d+) MiB\) are never read",
+        _const("flux_alias_lint.source", "DEFAULT_MAX_FILE_SIZE", _mib),
+        "the per-file size limit, in brief",
     ),
     Quote(
         "docs/internals.md",
-        r"`file-timeout` \(default (\d+) s\)",
+        r"`file-timeout` \(default (\d+): none\)",
         _const("flux_alias_lint.runner", "DEFAULT_TIMEOUT", _seconds),
         "the default timeout",
+    ),
+    Quote(
+        "docs/internals.md",
+        r"statements analysed ≤ (\d+) × \((\d+) \+ loop\s+depth \+ 1\) × lines \+ ([\d,]+)",
+        lambda m: (
+            _const("flux_alias_lint.analysis.statements", "_LOOP_SLACK")(m)[0],
+            _const("flux_alias_lint.analysis.statements", "_WORK_PER_STATEMENT")(m)[0],
+            _thousands(_const("flux_alias_lint.analysis.statements", "_MIN_WORK")(m)[0]),
+        ),
+        "the stated work bound",
+    ),
+    Quote(
+        "docs/internals.md",
+        r"aliases evaluated ≤ (\d+) per statement analysed",
+        _const("flux_alias_lint.analysis.statements", "_ALIASES_PER_STATEMENT"),
+        "aliases per statement",
+    ),
+    Quote(
+        "docs/internals.md",
+        r"analyse (\d+) times the bound above at the deepest nesting \((\d+) loops\)",
+        lambda m: (
+            _const("flux_alias_lint.analysis.statements", "_STOP_FACTOR")(m)[0],
+            _const("flux_alias_lint.analysis.statements", "_MAX_LOOP_DEPTH")(m)[0],
+        ),
+        "where the analysis stops",
     ),
     Quote(
         "docs/internals.md",
@@ -369,7 +391,7 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/context.md", r"^No tree keeps an alias of a loss it hands to a host", TREE),
     Record("docs/context.md", r"^On real trees the graph takes", (*TIMING, "commit", "command")),
     Record("docs/internals.md", r"a 5 MB generated data-table module takes", (*TIMING, "commit")),
-    Record("docs/internals.md", r"`python bench/pathological\.py` times the shapes", (*TIMING, "commit")),
+    Record("docs/internals.md", r"`python bench/pathological\.py` prints each shape's work", (*TIMING, "commit")),
     Record("docs/internals.md", r"^On a 2-core machine, idle, ", (*TIMING, "command")),
     Record("docs/internals.md", r"^The table predates FAL005\.", (*TIMING, "commit", "command")),
     Record("docs/internals.md", r"^Kept lines for libcst", ("date", "commit", "command")),

@@ -92,12 +92,13 @@ def test_limits_in_the_config_are_validated(tmp_path: Path, value: str) -> None:
     assert result.stderr.strip().endswith("`file-timeout` must be a non-negative number"), result.stderr
 
 
-def test_timeout_is_one_line_and_not_cached(
+def test_the_timeout_is_a_safety_net_that_fails_the_run_never_a_finding(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A file whose check never ends (its triage made to spin: deterministic on any machine, where a
-    merely large file races the clock) is one FAL000 line under `--timeout`; the other file is
-    still fixed, and the timeout is never cached."""
+    merely large file races the clock) fails the run under `--timeout`: exit 2 and one error line
+    naming it, no finding (how busy the machine was must never change a finding); the other file
+    is still fixed, and nothing of the stopped file is cached. Without `--timeout` no clock runs."""
     lines = ["import torch", "", "def loss_func(output_tensor):", "    loss = output_tensor.sum()", "    r = {}"]
     lines += [f'    r["k{i}"] = loss.detach()' for i in range(30)]
     (tmp_path / "slow.py").write_text("\n".join([*lines, "    return loss, r", ""]))
@@ -112,20 +113,22 @@ def test_timeout_is_one_line_and_not_cached(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(runner, "reduce_source", spinning_on_slow)
 
-    def run(*args: str) -> str:
+    def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()
-        main(["check", ".", "--jobs", "1", *args])
-        return capsys.readouterr().out
+        status = main(["check", ".", "--jobs", "1", *args])
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
 
-    out = run("--timeout", "2", "--fix")
-    unchecked = [line for line in out.splitlines() if ": FAL000 " in line]
-    assert unchecked == ["slow.py:1:1: FAL000 too complex to analyse in 2 s"], out
-    assert (tmp_path / "bug.py").read_text() == FIXED
+    # Ample for bug.py on a loaded machine: the clock is the thing this limit cannot be sure of.
+    status, out, err = run("--timeout", "10", "--fix")
+    assert status == 2 and "FAL000" not in out, (out, err)
+    assert "slow.py: still being checked after 10 s (--timeout, file-timeout)" in err, err
+    assert (tmp_path / "bug.py").read_text() == FIXED, (out, err)
     assert ".clone()" not in (tmp_path / "slow.py").read_text()
-    assert "too complex" in run("--timeout", "2")  # check mode, caching: still the timeout
+    assert run("--timeout", "10")[0] == 2  # check mode, caching: stopped again, nothing was cached
     monkeypatch.setattr(runner, "reduce_source", real_reduce)
-    out = run()  # the default limit: the timeout was not cached, the file is checked
-    assert "too complex" not in out and "FAL001" in out
+    status, out, _ = run()  # no clock: the file is checked
+    assert status == 0 and "slow.py" in out and "FAL001" in out  # its warnings (unreached)
 
 
 def test_time_limit_interrupts_a_check_that_never_ends() -> None:

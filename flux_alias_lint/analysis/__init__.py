@@ -19,7 +19,7 @@ One module per concern, each a mixin of `ModuleAnalysis` (`module.py`): `stateme
 """
 
 from .module import ModuleAnalysis, analyze_module
-from .statements import Work
+from .statements import OverBudget, Work
 from .values import RawFinding
 
-__all__ = ["ModuleAnalysis", "RawFinding", "Work", "analyze_module"]
+__all__ = ["ModuleAnalysis", "OverBudget", "RawFinding", "Work", "analyze_module"]

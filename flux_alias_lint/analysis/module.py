@@ -141,12 +141,19 @@ class ModuleAnalysis(Statements, Expressions, Calls, Summaries, Returns, Capture
 
 
 def analyze_module(
-    module: cst.Module, library: Library | None = None, line_of: Callable[[cst.CSTNode], int] | None = None
+    module: cst.Module,
+    library: Library | None = None,
+    line_of: Callable[[cst.CSTNode], int] | None = None,
+    lines: int = 0,
 ) -> list[RawFinding]:
     """Every alias of a backprop tensor in a loss-function report, in source order; `library`: see
-    `ModuleAnalysis`; `line_of`: the line of a node in the file (`module` may be a triaged piece)."""
+    `ModuleAnalysis`; `line_of`: the line of a node in the file (`module` may be a triaged piece);
+    `lines`: how many lines `module` has, what its work is allowed (0: no limit). Raises
+    `OverBudget` past that (`Work`)."""
     analysis = ModuleAnalysis(module, library)
     analysis.line_of = line_of
+    if lines:
+        analysis.work.allow(lines)
     return analysis.run()
 
 

@@ -32,10 +32,30 @@ from .values import (
 @dataclasses.dataclass
 class Work:
     """What an analysis did, counted independently of the machine: the tests bound these, the
-    benchmark prints them beside its seconds."""
+    benchmark prints them beside its seconds, and the analysis stops past `allowed` (`_stop_if_over`).
+
+    One counter for a module analysed and every helper summary it uses: a summary computed
+    earlier (by another file's analysis in this process) is charged what it cost then (`charge`),
+    so the count, and where it stops, depend on the input alone."""
 
     statements: int = 0  # statements analysed (a loop body's again on each pass)
     aliases: int = 0  # aliases of the values expressions evaluated to: the analysis' inner loop
+    allowed: int = 0  # statements it may analyse before it stops (0: no stop), from the lines it was given
+    charged: set[int] = dataclasses.field(default_factory=set)  # the helper summaries counted (ids of their defs)
+    # Per summary being computed: the helper summaries it used, (id of the def, its `Library`).
+    using: list[set[tuple[int, object]]] = dataclasses.field(default_factory=list)
+
+    def allow(self, lines: int) -> None:
+        """Allow the analysis of `lines` more lines of code (the module's, a helper's)."""
+        self.allowed += stop_after(lines)
+
+
+class OverBudget(Exception):
+    """The analysis went past its work allowance (`Work.allowed`); raised between two statements,
+    never in the middle of an update."""
+
+    def __init__(self, work: Work) -> None:
+        super().__init__(f"too complex to analyse (over {work.allowed} statements analysed)")
 
 
 # Beyond this many paths per function, branches are joined again: no statement is analysed more
@@ -43,6 +63,28 @@ class Work:
 _MAX_PATHS = 16
 _WORK_PER_STATEMENT = 64  # statements analysed per statement of a function before it degrades
 _MIN_WORK = 1_024
+# The stated bound (docs/internals.md, Reliability): past its budget a function's statements are
+# analysed at most (enclosing loops + 1) times more; 2 covers the loops already under way when it
+# degrades; 20 is the deepest CPython nests loops. Each statement evaluates values holding at most
+# _ALIASES_PER_STATEMENT aliases (see `values._MAX_ALIASES`).
+_LOOP_SLACK = 2
+_MAX_LOOP_DEPTH = 20
+_ALIASES_PER_STATEMENT = 128
+# The analysis stops (`OverBudget`) at this many times the stated bound at the deepest nesting: a
+# backstop the bounded analysis never reaches (no file of the audited trees comes near it).
+_STOP_FACTOR = 4
+
+
+def bound(lines: int, depth: int) -> int:
+    """The stated worst case of statements analysed for `lines` lines of code nesting loops `depth` deep."""
+    return _LOOP_SLACK * (_WORK_PER_STATEMENT + depth + 1) * lines + _MIN_WORK
+
+
+def stop_after(lines: int) -> int:
+    """The statements the analysis of `lines` lines may take before it stops."""
+    return int(_STOP_FACTOR * bound(lines, _MAX_LOOP_DEPTH))
+
+
 _UNROLLED_ENTRIES = 16  # a loop over a dict of more entries is analysed as any loop
 
 
@@ -63,13 +105,20 @@ class Statements:
         loops + 1) times more, where nested loops ran their bodies 2**depth times."""
         return self.work.statements > self._work_limit
 
+    def _stop_if_over(self) -> None:
+        """Count one statement; past the allowance, stop here, between two statements."""
+        work = self.work
+        work.statements += 1
+        if work.allowed and (work.statements > work.allowed or work.aliases > _ALIASES_PER_STATEMENT * work.allowed):
+            raise OverBudget(work)
+
     # ---- statements ---------------------------------------------------------------
 
     def _exec_block(self, body: Sequence[cst.CSTNode], env: Env | None) -> Env | None:
         for index, stmt in enumerate(body):
             if env is None:
                 return None
-            self.work.statements += 1
+            self._stop_if_over()
             if isinstance(stmt, cst.If):
                 outcomes = self._if_branches(stmt, env)
             elif isinstance(stmt, (cst.For, cst.While)):

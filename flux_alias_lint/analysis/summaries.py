@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -35,6 +36,16 @@ from .values import (
 
 # The name a place (`self.vals[...]`, `stats["loss"]`) is rooted at.
 _HEAD = re.compile(r"[A-Za-z_]\w*")
+
+
+class SummaryCost(NamedTuple):
+    """What computing a library function's summary cost (`analysis.Work`), without the helper
+    summaries it used (`used`, ids of their defs: charged on their own), and how many lines it spans."""
+
+    statements: int
+    aliases: int
+    lines: int
+    used: frozenset[tuple[int, Library]]  # (id of the def, its library)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,16 +120,55 @@ class Summaries:
         return self.library.class_at(self.line_of(unit.name)) if isinstance(unit, cst.FunctionDef) else None
 
     def _library_summary(self, definition: Definition) -> Summary | None:
-        cache = definition.library.summaries
+        cache, costs = definition.library.summaries, definition.library.summary_costs
         key = id(definition.node)
+        work = self.work
+        for used in work.using:
+            used.add((key, definition.library))
         if key not in cache:
             cache[key] = None  # recursion: a function calling itself gets no summary of itself
+            work.charged.add(key)
+            work.allow(definition.lines)
+            before, charged_before = (work.statements, work.aliases), set(work.charged)
+            work.using.append(set())
             analysis = type(self)(definition.module, definition.library)
+            analysis.work = work  # one count for the file: its stop depends on the input alone
             analysis._summary_stack = [*self._summary_stack, key]
             analysis._owner = definition.owner
-            cache[key] = analysis._summary(definition.node, {})
+            try:
+                cache[key] = analysis._summary(definition.node, {})
+            except BaseException:
+                del cache[key]  # the library outlives this file's analysis: no placeholder left behind
+                raise
+            finally:
+                used = work.using.pop()
+            # Its own cost: what the helpers it charged meanwhile cost is theirs.
+            nested = [costs[k] for k in work.charged - charged_before if k in costs]
+            costs[key] = SummaryCost(
+                work.statements - before[0] - sum(c.statements for c in nested),
+                work.aliases - before[1] - sum(c.aliases for c in nested),
+                definition.lines,
+                frozenset(used - {(key, definition.library)}),
+            )
+        elif key not in work.charged:
+            self._charge(key, definition.library)
         found = cache[key]
         return found if isinstance(found, Summary) else None
+
+    def _charge(self, key: int, library: Library) -> None:
+        """Count a summary computed before (by another file's analysis, say) as if it were computed
+        now: its own cost and that of every helper summary it used, each once."""
+        work, stack = self.work, [(key, library)]
+        while stack:
+            current, where = stack.pop()
+            cost = where.summary_costs.get(current)
+            if current in work.charged or not isinstance(cost, SummaryCost):
+                continue
+            work.charged.add(current)
+            work.allow(cost.lines)
+            work.statements += cost.statements
+            work.aliases += cost.aliases
+            stack.extend(cost.used)
 
     def _summary(self, node: cst.FunctionDef, closure: Env) -> Summary | None:
         """How `node`'s return value and its effects on its parameters relate to its parameters."""

@@ -98,24 +98,20 @@ class Escapes(References):
         try:
             return self._of(module, line)
         except Bound:
-            where = next((f for _, f in module.scoped if f.lineno == line), module.tree)
+            where = next((f for _, f in module.scoped_at.get(line, ())), module.tree)
             return Reach(ESCAPES, (self._step(module, where, "the analysis' bound reached"),))
 
     def _of(self, module: Symbols, line: int) -> Reach:
         starts: list[_Value] = []
-        for scope, function in module.scoped:
-            if function.lineno == line:
-                escaped = self._decorated_escape(module, scope, function)
-                if escaped is not None:
-                    return Reach(ESCAPES, (escaped,))
-                refs = self._references(module, scope, function)
-                starts += [_Value.of(ref) for ref in refs]
-        tree = self._tree(module)
-        starts += [
-            _Value(module, node, ())
-            for node in ast.walk(module.tree)
-            if isinstance(node, ast.Lambda) and node.lineno == line and id(node) in tree.parent
-        ]
+        for scope, function in module.scoped_at.get(line, ()):
+            escaped = self._decorated_escape(module, scope, function)
+            if escaped is not None:
+                return Reach(ESCAPES, (escaped,))
+            refs = self._references(module, scope, function)
+            starts += [_Value.of(ref) for ref in refs]
+        # Indexed by line: asked once per unreached finding, a walk of the module each time was
+        # quadratic in a module of many small loss functions.
+        starts += [_Value(module, node, ()) for node in module.lambdas_at.get(line, ())]
         return self._follow(starts)
 
     def named_at(self, line: int) -> list[Step]:

@@ -145,6 +145,23 @@ class Symbols:
         return [(scope, node) for scope, node, _, _ in self._walk]
 
     @functools.cached_property
+    def scoped_at(self) -> dict[int, list[tuple[Scope, Def]]]:
+        """`scoped` by def line: asking for one line's defs does not walk every def."""
+        found: dict[int, list[tuple[Scope, Def]]] = {}
+        for scope, node in self.scoped:
+            found.setdefault(node.lineno, []).append((scope, node))
+        return found
+
+    @functools.cached_property
+    def lambdas_at(self) -> dict[int, list[ast.Lambda]]:
+        """The module's lambdas by line, in `ast.walk`'s order."""
+        found: dict[int, list[ast.Lambda]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Lambda):
+                found.setdefault(node.lineno, []).append(node)
+        return found
+
+    @functools.cached_property
     def _scopes(self) -> dict[int, Scope]:
         return {id(node): scope for scope, node, _, _ in self._walk}
 

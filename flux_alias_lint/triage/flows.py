@@ -285,12 +285,18 @@ class _FlowStorage:
             if not self._grew_after_read:
                 return
 
-    def _grow(self, table: dict[str, frozenset[Token]], name: str, tokens: frozenset[Token]) -> None:
-        old = table.get(name, _NO_TOKENS)
-        if not tokens <= old:
-            table[name] = old | tokens
-            seen = self._wild_seen if table is self._wild else self._store_seen
-            self._grew_after_read |= name in seen or (table is self._store and self._read_whole_store)
+    def _grow(self, table: dict[str, set[Token]], name: str, tokens: frozenset[Token]) -> None:
+        # Grown in place: a name given a new token at each of n statements (`r[f"k{i}"] =
+        # loss.detach()`) would otherwise be copied n times. Every reader takes a copy or a union.
+        old = table.get(name)
+        if old is None and tokens:
+            table[name] = set(tokens)
+        elif old is not None and not tokens <= old:
+            old |= tokens
+        else:
+            return
+        seen = self._wild_seen if table is self._wild else self._store_seen
+        self._grew_after_read |= name in seen or (table is self._store and self._read_whole_store)
 
     def _store_statement(self, node: ast.AST) -> None:
         kind = type(node)
@@ -348,7 +354,8 @@ class _FlowStorage:
     def _lookup(self, name: str) -> frozenset[Token]:
         assert self._store is not None
         self._store_seen.add(name)
-        found = self._store.get(name, _NO_TOKENS) | {name}
+        stored = self._store.get(name)
+        found = frozenset({name}).union(stored) if stored else frozenset({name})
         head = name
         while "." in head:
             head = head.rpartition(".")[0]
@@ -435,8 +442,8 @@ class _Flow(_FlowFlags, _FlowStorage, _Calls, _Returns, _CaptureQuestions):
         self._named_calls = calls
         # the calls the analysis may summarise: their effects on arguments
         self.calls = [call for call in calls if _may_have_effects(call, helpers, depth)]
-        self._store: dict[str, frozenset[Token]] | None = None  # by dotted name, once `_settle_storage` ran
-        self._wild: dict[str, frozenset[Token]] = {}  # what any attribute `<owner>.x` may have been given
+        self._store: dict[str, set[Token]] | None = None  # by dotted name, once `_settle_storage` ran
+        self._wild: dict[str, set[Token]] = {}  # what any attribute `<owner>.x` may have been given
         self._mutated: set[str] = set()  # names whose entries or attributes were written to
         self._displays: dict[int, ast.Tuple | ast.List] = {}  # the 2- and 3-element displays, by id
         self._known_storage: dict[int, frozenset[Token]] = {}  # this round's, by node id
