@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import importlib.resources
+import os
 import re
 from collections.abc import Mapping
 
@@ -113,8 +113,14 @@ def _read(name: str, text: str) -> Model:
 @functools.cache
 def models() -> tuple[Model, ...]:
     """Every host model shipped, newest release first within a distribution."""
-    folder = importlib.resources.files("flux_alias_lint") / "hosts"
-    found = [_read(f.name.removesuffix(".pyi"), f.read_text(encoding="utf-8")) for f in folder.iterdir()]
+    # Read beside the package by path, not through importlib.resources: every run reads the models (facts/hosts.py
+    # takes the rows' releases from them), and importlib.resources would load tempfile into a warm run.
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hosts")
+    found = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".pyi"):
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                found.append(_read(name.removesuffix(".pyi"), handle.read()))
     return tuple(sorted(found, key=lambda m: (m.distribution, [-int(p) for p in re.findall(r"\d+", m.measured)])))
 
 
