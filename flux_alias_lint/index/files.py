@@ -200,10 +200,13 @@ class Lookup(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class Read:
     """What one file's findings depend on beyond its own text (for the cache): the other files read,
-    by content, and the modules looked for, by what `find_module` answers."""
+    by content, the modules looked for, by what `find_module` answers, and the projects whose texts
+    were searched (the escape analysis': any file of them added, removed or edited may answer it
+    otherwise)."""
 
     files: tuple[str, ...] = ()
     lookups: tuple[Lookup, ...] = ()
+    searched: tuple[str, ...] = ()
 
 
 def find_module(
