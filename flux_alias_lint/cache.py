@@ -57,7 +57,7 @@ except ImportError:  # another interpreter
 from . import __version__
 from .facts.hosts import BY_NAME
 from .finding import CONTROL, Finding
-from .index.files import find_module, project_root, project_roots, python_files
+from .index.files import find_module, project_of, project_roots, python_files
 from .index.reach import (
     ESCAPES,
     IN_FUNCTION,
@@ -158,7 +158,6 @@ class Cache:
         self._lookups: dict[tuple[str, str, int], str | None] = {}  # `_found_once`'s
         self._roots: dict[str, tuple[str | None, str | None]] = {}  # and what they found of the projects
         self._files_asked: dict[str, bool] = {}  # and of the files
-        self._projects: dict[str, str] = {}  # `_project_of`'s, by directory
         self._dirty = False
         try:
             header, _, body = _read(self.file).partition(b"\n")
@@ -220,7 +219,7 @@ class Cache:
             ["" if os.path.abspath(i) == own else i, d, level, found]
             for i, d, level, found in result.dependencies.lookups
         ]
-        self.results[digest + context] = [rows, error, dependencies, lookups, [self._project_of(path), searched]]
+        self.results[digest + context] = [rows, error, dependencies, lookups, [project_of(path), searched]]
         self._remember(own, stamp, digest)
 
     def save(self) -> None:
@@ -242,7 +241,7 @@ class Cache:
         if cached is None:
             return None
         rows, error, dependencies, lookups, (root, searched) = cached
-        if root != self._project_of(path) or any(_STATES.get(r) != state for r, state in searched):
+        if root != project_of(path) or any(_STATES.get(r) != state for r, state in searched):
             return None  # checked in another project, or a file of a project it searched changed
         if any(self._dependency_once(other) != [other, digest] for other, digest in dependencies):
             return None  # a helper it summarised changed
@@ -267,13 +266,6 @@ class Cache:
         if key not in self._lookups:
             self._lookups[key] = find_module(importer, dotted, level, self._roots, self._is_file)
         return self._lookups[key]
-
-    def _project_of(self, path: str) -> str:
-        """`project_root(path)`, asked once a directory."""
-        directory = os.path.dirname(os.path.abspath(path))
-        if directory not in self._projects:
-            self._projects[directory] = project_root(path, self._roots)
-        return self._projects[directory]
 
     def _is_file(self, path: str) -> bool:
         found = self._files_asked.get(path)
