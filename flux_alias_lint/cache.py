@@ -6,9 +6,13 @@ One file per (tool build, settings) in the cache directory: a checksum line, the
 - `results`: digest (+ context key) → [the file's findings (without the path), or the reason it
   could not be checked; the (path, digest) of each file whose functions the findings used; each
   module the analysis looked for, as (importer, "" for the file itself; dotted name; level; the file
-  `find_module` found, or None)]. A result is reused only while those files are unchanged and those
-  lookups find what they found: a helper module deleted, restored or shadowed (a branch switch) is
-  seen, its absence being part of the key as its content is.
+  `find_module` found, or None); the project root the file was checked in, and for each project
+  whose texts the escape analysis searched, its state (`_STATES`)]. A result is reused only while
+  those files are unchanged and those lookups find what they found: a helper module deleted,
+  restored or shadowed (a branch switch) is seen, its absence being part of the key as its content
+  is. It is reused only in the same project (a folder declaring nothing is the project of the path
+  the run names), and one the escape analysis answered only while no file of the searched project
+  was added, removed or edited (a new file elsewhere may hand the function to a library).
 
 A warm run stats every file and, when the stamp matches, answers from `results` without opening
 the file. When the stamp differs the file is read and hashed, so touched-but-identical files still
@@ -53,7 +57,7 @@ except ImportError:  # another interpreter
 from . import __version__
 from .facts.hosts import BY_NAME
 from .finding import CONTROL, Finding
-from .index.files import find_module, project_roots, python_files
+from .index.files import find_module, project_of, project_roots, python_files
 from .index.reach import (
     ESCAPES,
     IN_FUNCTION,
@@ -88,6 +92,11 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _CLOEXEC  # a new 
 _MAX_LEVEL = 64  # the dots of a relative import a cached lookup may have: more is no file's
 
 Stamp = tuple[int, int, int, int]
+
+# Each project the last `project_reached` of this process listed (by root): a digest of its files and
+# their stamps, None when one was modified too recently to be trusted. What a result that searched the
+# project's texts is keyed on: the index lists and stats the files anyway, so a warm run pays nothing.
+_STATES: dict[str, str | None] = {}
 
 
 def stamp_of(st: os.stat_result) -> Stamp:
@@ -201,13 +210,16 @@ class Cache:
             return  # a file it depends on vanished meanwhile: nothing to validate a reuse against
         if not all(map(_printable, _strings([rows, error]))):
             return  # a control character a load would reject: checked again each run rather than rewritten
+        searched = [[root, _STATES.get(root)] for root in result.dependencies.searched]
+        if any(state is None for _, state in searched):
+            return  # a project whose files were not all listed with a trusted stamp: checked again each run
         own = os.path.abspath(path)
         # The file's own lookups are asked again from wherever a file of the same content is.
         lookups = [
             ["" if os.path.abspath(i) == own else i, d, level, found]
             for i, d, level, found in result.dependencies.lookups
         ]
-        self.results[digest + context] = [rows, error, dependencies, lookups]
+        self.results[digest + context] = [rows, error, dependencies, lookups, [project_of(path), searched]]
         self._remember(own, stamp, digest)
 
     def save(self) -> None:
@@ -228,7 +240,9 @@ class Cache:
         cached = self.results.get(digest + context)
         if cached is None:
             return None
-        rows, error, dependencies, lookups = cached
+        rows, error, dependencies, lookups, (root, searched) = cached
+        if root != project_of(path) or any(_STATES.get(r) != state for r, state in searched):
+            return None  # checked in another project, or a file of a project it searched changed
         if any(self._dependency_once(other) != [other, digest] for other, digest in dependencies):
             return None  # a helper it summarised changed
         if any(
@@ -260,11 +274,11 @@ class Cache:
         return found
 
     def _valid_result(self, cached: object) -> bool:
-        """`[rows, error, dependencies, lookups]`, every row a finding this run could report and no
-        text in it that a terminal or a CI log would read as anything but text (`_printable`)."""
-        if not (isinstance(cached, list) and len(cached) == 4):
+        """`[rows, error, dependencies, lookups, project]`, every row a finding this run could report
+        and no text in it that a terminal or a CI log would read as anything but text (`_printable`)."""
+        if not (isinstance(cached, list) and len(cached) == 5 and _valid_project(cached[4])):
             return False
-        rows, error, dependencies, lookups = cached
+        rows, error, dependencies, lookups, _ = cached
         if not (isinstance(dependencies, list) and all(_valid_dependency(d) for d in dependencies)):
             return False
         if not (isinstance(lookups, list) and all(_valid_lookup(lookup) for lookup in lookups)):
@@ -370,6 +384,15 @@ def _valid_lookup(entry: object) -> bool:
     )
 
 
+def _valid_project(entry: object) -> bool:
+    """`[root, [[searched root, its state digest], ...]]`."""
+    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], list)):
+        return False
+    return all(
+        isinstance(s, list) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], str) for s in entry[1]
+    )
+
+
 def _valid_dependency(entry: object) -> bool:
     """`[path, digest]`."""
     return (
@@ -441,12 +464,14 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
     roots = project_roots(paths)
     files = {root: list(python_files(root)) for root in roots}
     order = [path for root in roots for path in files[root]]
+    _STATES.clear()
     if directory is None:
         evidence = collect_evidence(roots, files, jobs)[0]
         return merged(evidence[path] for path in order if path in evidence).reached_by_path()
     index_file = directory / "index.json"
     key = f"{_fingerprint()} {os.getcwd()} {roots}"
     stamps = {path: _trusted_stamp(path) for root in roots for path in files[root]}
+    _STATES.update((root, _state([(path, stamps[path]) for path in files[root]])) for root in roots)
     old = _load_index(index_file, key, roots)
     # The project's files are stat'ed once, before any is read (an edit made meanwhile shows next run),
     # any other dependency once too.
@@ -482,6 +507,13 @@ def project_reached(paths: Sequence[str], directory: Path | None, jobs: int = 1)
         with contextlib.suppress(OSError):
             _write(index_file, _index_rows(key, stamps, gated, answers))
     return merged(gated[path][1] for path in order if path in gated).reached_by_path()
+
+
+def _state(listed: list[tuple[str, Stamp | None]]) -> str | None:
+    """A project's `_STATES` entry from its files and their stamps."""
+    if any(stamp is None for _, stamp in listed):
+        return None
+    return blake2b(json.dumps(listed).encode(), digest_size=16).hexdigest()
 
 
 def _ask_again(answers: dict[Asked, list[str]], changed: frozenset[str], files: Mapping[str, list[str]]) -> set[Asked]:

@@ -99,7 +99,7 @@ def _collect(
     finally:
         context.library.close()
     files = tuple(sorted({*context.library.files(), *context.escape_files(), *context.release_files}))
-    return found, Read(files, tuple(context.library.lookups()))
+    return found, Read(files, tuple(context.library.lookups()), context.searched())
 
 
 @dataclasses.dataclass
@@ -140,6 +140,10 @@ class _Context:
     def escape_files(self) -> list[str]:
         """The other files the escape analysis read (none if it was never asked)."""
         return self._escapes.files() if "_escapes" in self.__dict__ else []
+
+    def searched(self) -> tuple[str, ...]:
+        """The projects whose texts the escape analysis searched (none if it was never asked)."""
+        return tuple(self._escapes.roots) if "_escapes" in self.__dict__ else ()
 
 
 class _PieceRejected(Exception):

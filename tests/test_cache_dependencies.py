@@ -11,7 +11,11 @@ import os
 import shutil
 from pathlib import Path
 
+from flux_alias_lint.cache import Cache, digest_of, stamp_of
 from flux_alias_lint.cli import main
+from flux_alias_lint.index.files import run_given
+from flux_alias_lint.runner import FileResult
+from flux_alias_lint.selection import Selection
 
 LOSS = (
     "from reports import make_report\n\n\ndef loss_func(x):\n    loss = x.sum()\n    return loss, make_report(loss)\n"
@@ -105,3 +109,56 @@ def test_the_index_verdict_follows_a_module_replaced_by_another(tmp_path: Path) 
     assert _same_warm_and_cold(root, "bug.py") == reached
     shutil.rmtree(root / "src" / "glue")  # and a branch without it at all
     assert '"context": "unreached"' in _same_warm_and_cold(root, "bug.py")
+
+
+REGISTERED = "import somewhere\n\nfrom bug import loss_func\n\nsomewhere.register(loss_func)\n"
+
+
+def test_a_new_file_that_lets_the_loss_function_escape_is_seen(tmp_path: Path) -> None:
+    """The escape analysis searches the whole project's texts: a file added elsewhere that hands the
+    function to a library (`register`) turns `unreached` into `escapes`, the checked file unchanged."""
+    root = _project(tmp_path, {"bug.py": BUG})
+    assert '"context": "unreached"' in _same_warm_and_cold(root, "bug.py")
+    _put(root / "src" / "other.py", REGISTERED)
+    assert '"context": "escapes"' in _same_warm_and_cold(root, "bug.py")
+    (root / "src" / "other.py").unlink()
+    assert '"context": "unreached"' in _same_warm_and_cold(root, "bug.py")
+
+
+def test_a_result_is_reused_only_under_the_project_it_was_computed_in(tmp_path: Path) -> None:
+    """A folder declaring nothing is the project of the path the run names: `check pkg/bug.py` reads
+    `pkg/` alone, `check .` the folder, where `other.py` lets the function escape."""
+    root = tmp_path / "folder"
+    _put(root / "pkg" / "bug.py", BUG)
+    _put(root / "other.py", REGISTERED.replace("from bug", "from pkg.bug"))
+
+    def check(target: str, *args: str) -> str:
+        out = io.StringIO()
+        with contextlib.chdir(root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            main(["check", target, "--format", "json", "--cache-dir", str(tmp_path / "cache"), *args])
+        return out.getvalue()
+
+    narrow = check("pkg/bug.py", "--no-cache")
+    assert '"context": "unreached"' in narrow
+    assert check("pkg/bug.py") == narrow
+    whole = check(".", "--no-cache")
+    assert '"context": "escapes"' in whole
+    assert check(".") == whole
+    assert check(".") == whole
+    assert check("pkg/bug.py") == narrow
+
+
+def test_a_cached_result_is_keyed_on_the_project_root(tmp_path: Path) -> None:
+    """Whatever a result depends on through its project, it is taken only in the project it was
+    computed in: `check pkg/ok.py` and `check .` in a folder declaring nothing are two projects."""
+    folder = tmp_path / "folder"
+    _put(folder / "pkg" / "ok.py", OWN_GLUE)
+    path = str(folder / "pkg" / "ok.py")
+    st = os.stat(path)
+    with run_given([path]):
+        cache = Cache(tmp_path / "cache", Selection())
+        cache.store(path, stamp_of(st), digest_of(Path(path).read_bytes()), FileResult(path, []))
+        cache.save()
+        assert Cache(tmp_path / "cache", Selection()).lookup(path, st) == FileResult(path, [])
+    with run_given([str(folder)]):
+        assert Cache(tmp_path / "cache", Selection()).lookup(path, st) is None

@@ -30,6 +30,7 @@ class _Run:
     # The markers of each directory asked (`_markers_above`): a run lists a directory once, however many
     # files it has. None outside a run (an API call, a test): each question looks again.
     known: Known | None = None
+    roots: dict[str, str] = dataclasses.field(default_factory=dict)  # `project_of`'s answers, by directory
 
 
 _RUN = _Run()
@@ -91,7 +92,7 @@ def folders_given(folders: Iterable[str]) -> None:
     """`given`, with folders each naming a project (an editor's workspace folders). The markers known
     are forgotten: a server's next index sees a marker added meanwhile."""
     _RUN.given = tuple(sorted({real_path(folder) for folder in folders}, key=len))
-    _RUN.known = {}
+    _RUN.known, _RUN.roots = {}, {}
 
 
 @contextlib.contextmanager
@@ -103,7 +104,7 @@ def run_given(paths: Iterable[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        _RUN.given, _RUN.known = previous.given, previous.known
+        _RUN.given, _RUN.known, _RUN.roots = previous.given, previous.known, previous.roots
 
 
 def _folder(path: str) -> str:
@@ -113,13 +114,20 @@ def _folder(path: str) -> str:
 
 def project_roots(paths: Iterable[str]) -> list[str]:
     """The projects the files `paths` belong to (`project_root`), each once."""
-    roots: dict[str, str] = {}
     known: Known = _RUN.known if _RUN.known is not None else {}
-    for path in paths:
-        directory = os.path.dirname(os.path.abspath(path))
-        if directory not in roots:
-            roots[directory] = project_root(path, known)
-    return sorted(set(roots.values()))
+    roots = _RUN.roots if _RUN.known is not None else {}
+    return sorted({project_of(path, known, roots) for path in paths})
+
+
+def project_of(path: str, known: Known | None = None, roots: dict[str, str] | None = None) -> str:
+    """`project_root(path)`, asked once a directory: `roots` holds the answers so far (default: this
+    run's, those `project_roots` gave too; outside a run each question looks again)."""
+    if roots is None:
+        roots = _RUN.roots if _RUN.known is not None else {}
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in roots:
+        roots[directory] = project_root(path, known)
+    return roots[directory]
 
 
 def python_files(root: str) -> Iterator[str]:
@@ -200,10 +208,13 @@ class Lookup(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class Read:
     """What one file's findings depend on beyond its own text (for the cache): the other files read,
-    by content, and the modules looked for, by what `find_module` answers."""
+    by content, the modules looked for, by what `find_module` answers, and the projects whose texts
+    were searched (the escape analysis': any file of them added, removed or edited may answer it
+    otherwise)."""
 
     files: tuple[str, ...] = ()
     lookups: tuple[Lookup, ...] = ()
+    searched: tuple[str, ...] = ()
 
 
 def find_module(
