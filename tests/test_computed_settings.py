@@ -61,9 +61,8 @@ def test_check_says_the_verdict_depends_on_a_computed_setting(
 ) -> None:
     finding = _finding(tmp_path, "cfg.calculate_per_token_loss = not args.no_calculate_per_token_loss\n", capsys)
     assert finding["context"] == "megatron" and finding["severity"] == "error"
-    assert (
-        "so the logged value is divided too, unless calculate_per_token_loss is on (then Megatron leaves a 3-tuple's "
-        "loss as it is): the verdict depends on that setting, computed at pkg/config.py:1" in str(finding["message"])
+    assert "num_microbatches unless calculate_per_token_loss (computed at pkg/config.py:1) is on" in str(
+        finding["message"]
     )
 
 
@@ -74,7 +73,7 @@ def test_a_computed_setting_beside_a_literal_off_still_decides(
     config = "class Rlhf:\n    calculate_per_token_loss: bool = False\n\n\nc.calculate_per_token_loss = not a\n"
     finding = _finding(tmp_path, config, capsys)
     assert setting(str(tmp_path / "pkg" / "loss.py"), NAME) == ("pkg/config.py:2", False)
-    assert "the verdict depends on that setting, computed at pkg/config.py:5" in str(finding["message"])
+    assert "unless calculate_per_token_loss (computed at pkg/config.py:5) is on" in str(finding["message"])
 
 
 def test_a_literal_on_spares_it_whatever_else_computes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -85,10 +85,10 @@ def consequence(reach: Reach, returned: int = 0) -> str:
     if reach.context == MEGATRON and returned == 3 and reach.depends_on:
         setting = MEGATRON_HOST.setting
         assert setting is not None
+        # the verdict depends on a setting the project computes: said, and where, in the one line a message has
         return (
-            "Megatron divides it in place by num_tokens and num_microbatches after this function returns, so the "
-            f"logged value is divided too, unless {setting.name} is on (then Megatron {setting.effect}): the verdict "
-            f"depends on that setting, computed at {reach.depends_on}"
+            "Megatron divides it in place by num_tokens and num_microbatches unless "
+            f"{setting.name} (computed at {reach.depends_on}) is on"
         )
     if reach.context == MEGATRON and returned == 3:
         return (

@@ -140,7 +140,7 @@ def test_a_computed_per_token_setting_is_run_both_ways(capsys: pytest.CaptureFix
     [finding] = _run(capsys, "check", str(fixture), "--no-cache")[1]
     assert finding["context"] == "megatron" and finding["severity"] == "error"
     where = "fixtures/FAL001/three_tuple_per_token_computed/arguments.py:15"
-    assert f"the verdict depends on that setting, computed at {where}" in str(finding["message"])
+    assert f"unless calculate_per_token_loss (computed at {where}) is on" in str(finding["message"])
     status, [verdict] = _run(capsys, "verify", str(fixture))
     detail = str(verdict["detail"])
     assert status == 0 and verdict["confirmed"], detail
