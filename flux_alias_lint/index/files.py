@@ -37,7 +37,7 @@ _RUN = _Run()
 
 
 def project_root(path: str, known: Known | None = None) -> str:
-    """The project `path` is in: the git work tree it is in; else the outermost of the nearest folder
+    """The project `path` is in: the git work tree it is in; else the outermost of the outermost folder
     declaring a project (a `pyproject.toml`, `setup.py`, `setup.cfg`, `requirements*.txt`,
     `requirements/`, ...: `facts/projects.py`) and the folder the run was given holding it (`given`);
     else, neither being there, its own directory. `known`: see `_markers_above` (default: this run's)."""
@@ -53,7 +53,7 @@ def project_root(path: str, known: Known | None = None) -> str:
 
 
 def _markers_above(directory: str, known: Known) -> tuple[str | None, str | None]:
-    """(the nearest directory at or above `directory` with a `.git`, the nearest declaring a project
+    """(the nearest directory at or above `directory` with a `.git`, the outermost declaring a project
     when there is no `.git`); `known`: answers for directories already asked, so that sibling
     directories look at their shared parents once. One listing per directory."""
     chain: list[tuple[str, bool]] = []
@@ -74,7 +74,9 @@ def _markers_above(directory: str, known: Known) -> tuple[str | None, str | None
         current = parent
     for below, declares in reversed(chain):
         git, declared = known[os.path.dirname(below)]
-        known[below] = (git, below if git is None and declares else declared)
+        # the outermost declaring folder, as git's is the outermost work tree: a file checked alone in a
+        # sub-project (`NeMo/setup.py` under the checkout's `pyproject.toml`) gets what the whole tree gets
+        known[below] = (git, declared or (below if git is None and declares else None))
     return known[directory]
 
 
