@@ -24,6 +24,7 @@ from flux_alias_lint.library import Library
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
+import determinism  # noqa: E402
 import pathological  # noqa: E402
 
 BUG = 'def loss_func(x):\n    loss = x.sum()\n    return loss, {"loss": loss.detach()}\n' + FORWARD_STEP
@@ -62,6 +63,21 @@ def test_a_file_over_its_work_allowance_is_one_finding_the_same_each_time(
     assert set(found) == {("bug.py", "FAL001"), ("deep.py", "FAL000")}, found
     # The allowance is for the lines the triage keeps (here the loss function's).
     assert re.fullmatch(r"too complex to analyse \(over \d+ statements analysed\)", found["deep.py", "FAL000"])
+
+
+@pytest.mark.usefixtures("small_allowance")
+def test_two_cpu_bound_processes_beside_the_run_change_no_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A loaded machine slows the run down; what it stops at and reports is the same."""
+    (tmp_path / "deep.py").write_text(pathological.nested_loops(12)[0])
+    (tmp_path / "bug.py").write_text(BUG)
+    monkeypatch.chdir(tmp_path)
+    idle = _run(capsys, "--no-cache")
+    with determinism.burning(2):
+        busy = _run(capsys, "--no-cache")
+    assert idle == busy
+    assert {f["code"] for f in json.loads(busy[1])} == {"FAL000", "FAL001"}
 
 
 @pytest.mark.usefixtures("small_allowance")

@@ -15,6 +15,9 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import inspect
 import os
 import sys
@@ -29,6 +32,8 @@ from .megatron import _single_process_parallel_state, _StandInModel
 
 # Where Megatron's schedule calls the loss function, newest first.
 _ENTRIES = ("forward_step_calc_loss", "forward_step")
+# At most this many absent top-level modules are stood in for: past it the fork needs too much that is not here.
+_MAX_ABSENT = 8
 
 
 class ScheduleUnavailable(Exception):
@@ -42,7 +47,8 @@ class OwnSchedule:
     path: str
     module: types.ModuleType
     entry: str
-    modules: dict[str, types.ModuleType]  # the project's `megatron` modules, put in place while it runs
+    modules: dict[str, types.ModuleType]  # the project's `megatron` modules and stand-ins, put in place while it runs
+    absent: tuple[str, ...] = ()  # the top-level modules not installed here that its imports named, stood in for
 
     def rescale(
         self, outputs: Sequence[Any], *, num_microbatches: int, cp_group_size: int, calculate_per_token_loss: bool
@@ -66,11 +72,14 @@ class OwnSchedule:
         return (result[0] if isinstance(result, tuple) else result), store[-1]
 
     def describe(self) -> str:
-        return f"the project's own schedule {shown(self.path)} ({self.entry})"
+        if not self.absent:
+            return f"the project's own schedule {shown(self.path)} ({self.entry})"
+        absent = ", ".join(self.absent)
+        return f"the project's own schedule {shown(self.path)} ({self.entry}; {absent} not installed here: stood in)"
 
     @contextlib.contextmanager
     def _in_place(self) -> Iterator[None]:
-        with _set_aside(self.module.__name__.partition(".")[0], self.modules):
+        with _set_aside((self.module.__name__.partition(".")[0], *self.absent), self.modules):
             yield
 
 
@@ -80,18 +89,21 @@ def _model_type(module: types.ModuleType) -> Any:
     return getattr(model_type, "encoder_or_decoder", None)
 
 
+def _under(name: str, tops: Sequence[str]) -> bool:
+    return name.partition(".")[0] in tops
+
+
 @contextlib.contextmanager
-def _set_aside(top: str, replacement: dict[str, types.ModuleType]) -> Iterator[dict[str, types.ModuleType]]:
-    """The modules of package ``top`` in ``sys.modules`` replaced by ``replacement`` for the duration; the dict
+def _set_aside(tops: Sequence[str], replacement: dict[str, types.ModuleType]) -> Iterator[dict[str, types.ModuleType]]:
+    """The modules of packages ``tops`` in ``sys.modules`` replaced by ``replacement`` for the duration; the dict
     yielded holds those there at the end (what an import inside added), and the originals go back after."""
-    ours = [name for name in sys.modules if name == top or name.startswith(top + ".")]
-    saved = {name: sys.modules.pop(name) for name in ours}
+    saved = {name: sys.modules.pop(name) for name in [name for name in sys.modules if _under(name, tops)]}
     sys.modules.update(replacement)
     present: dict[str, types.ModuleType] = {}
     try:
         yield present
     finally:
-        for name in [name for name in sys.modules if name == top or name.startswith(top + ".")]:
+        for name in [name for name in sys.modules if _under(name, tops)]:
             present[name] = sys.modules.pop(name)
         sys.modules.update(saved)
 
@@ -113,14 +125,27 @@ def load(path: str) -> OwnSchedule:
         raise ScheduleUnavailable(f"{shown(path)} is not where Megatron's schedule module is")
     root, dotted = found
     top = dotted.partition(".")[0]
+    absent: list[str] = []
     sys.path.insert(0, root)
     importlib.invalidate_caches()
     try:
-        with quiet(), _set_aside(top, {}) as imported:
+        while True:
+            finder = _AbsentFinder(absent)
+            sys.meta_path.append(finder)
             try:
-                module = importlib.import_module(dotted)
-            except Exception as exc:  # the fork's imports (apex, its own C++ parts, ...) are not all here
+                with quiet(), _set_aside((top, *absent), {}) as imported:
+                    module = importlib.import_module(dotted)
+                finder.importing = False
+                break
+            except ModuleNotFoundError as exc:
+                missing = (exc.name or "").partition(".")[0]
+                if not _may_stand_in(missing, top, absent):
+                    raise ScheduleUnavailable(f"it does not import here ({type(exc).__name__}: {exc})") from None
+                absent.append(missing)  # and try again from nothing: `_set_aside` dropped what the attempt imported
+            except Exception as exc:  # the fork's own C++ parts, a release of a library it does not support, ...
                 raise ScheduleUnavailable(f"it does not import here ({type(exc).__name__}: {exc})") from None
+            finally:
+                sys.meta_path.remove(finder)
     finally:
         sys.path.remove(root)
     where = os.path.realpath(getattr(module, "__file__", None) or "")
@@ -130,7 +155,83 @@ def load(path: str) -> OwnSchedule:
     if entry is None:
         raise ScheduleUnavailable(f"it defines neither {' nor '.join(_ENTRIES)}")
     _check_arguments(getattr(module, entry), entry)
-    return OwnSchedule(path, module, entry, imported)
+    return OwnSchedule(path, module, entry, imported, tuple(absent))
+
+
+def _may_stand_in(missing: str, top: str, absent: Sequence[str]) -> bool:
+    """Whether ``missing``, a top-level module an import of the fork named, is one not installed here that a
+    stand-in may replace: not the fork's own package, not one present but broken, not past the bound."""
+    if not missing or missing == top or missing in absent or len(absent) >= _MAX_ABSENT:
+        return False
+    try:
+        return importlib.util.find_spec(missing) is None
+    except (ImportError, ValueError):
+        return False
+
+
+class _AbsentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on ``sys.meta_path`` while the fork is imported: a module (and its submodules) under one of ``tops``,
+    which nothing before it found, is an `_AbsentModule`. Once the import is done (`importing` off), using a
+    stand-in raises ModuleNotFoundError: the schedule needs the module to run."""
+
+    def __init__(self, tops: Sequence[str]) -> None:
+        self.tops = tuple(tops)
+        self.importing = True
+
+    def used(self, name: str) -> None:
+        if not self.importing:
+            top = name.partition(".")[0]
+            raise ModuleNotFoundError(f"No module named {top!r}: stood in to import the schedule, which needs {name}")
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        return importlib.machinery.ModuleSpec(name, self, is_package=True) if _under(name, self.tops) else None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _AbsentModule(spec.name, self)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__path__ = []
+        module.__version__ = "0.0.0"  # read by version checks at import time (`triton.__version__ >= 3`): the oldest
+
+
+class _Absent:
+    """What a name from a module not installed here stands for while the schedule is imported: any attribute is
+    another stand-in; a call with one callable is a decorator giving it back (`@triton.jit`), any other call another
+    stand-in; it can be a base class."""
+
+    def __init__(self, name: str, finder: _AbsentFinder) -> None:
+        self._name = name
+        self._finder = finder
+
+    def __getattr__(self, name: str) -> _Absent:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._finder.used(f"{self._name}.{name}")
+        return _Absent(f"{self._name}.{name}", self._finder)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._finder.used(f"{self._name}()")
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return args[0]
+        return _Absent(f"{self._name}()", self._finder)
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        return (object,)
+
+    def __repr__(self) -> str:
+        return f"<{self._name}: not installed here>"
+
+
+class _AbsentModule(types.ModuleType):
+    def __init__(self, name: str, finder: _AbsentFinder) -> None:
+        super().__init__(name)
+        self._finder = finder
+
+    def __getattr__(self, name: str) -> _Absent:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._finder.used(f"{self.__name__}.{name}")
+        return _Absent(f"{self.__name__}.{name}", self._finder)
 
 
 def _given(

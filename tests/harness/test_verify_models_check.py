@@ -70,16 +70,79 @@ def test_an_own_schedule_that_rescales_in_place_confirms_under_itself(
     assert "not run through the installed forward_backward_no_pipelining" in str(verdict["detail"])
 
 
-def test_an_own_schedule_that_cannot_be_imported_is_declined(
+IN_PLACE = ("output_tensor = loss / num_microbatches", "loss /= num_microbatches\n            output_tensor = loss")
+KERNELS = (
+    "from megatron.core import parallel_state\n",
+    "from megatron.core import parallel_state\n"
+    "import kernels_not_installed_here as kernels\n"
+    "from kernels_not_installed_here.language import constexpr\n\n"
+    "KERNELS_3 = kernels.__version__ >= '3'\n\n\n"
+    "@kernels.autotune(configs=[kernels.Config({'BLOCK': 64})], key=['n'])\n"
+    "@kernels.jit\n"
+    "def _fused(x, BLOCK: constexpr):\n"
+    "    return x\n\n\n"
+    "class _Op(kernels.Function):\n"
+    "    pass\n",
+)
+
+
+def _edit(project: Path, old: str, new: str) -> None:
+    schedule = project / SCHEDULE.relative_to(VENDORED_CORE)
+    text = schedule.read_text()
+    assert old in text
+    schedule.write_text(text.replace(old, new))
+
+
+def test_a_module_not_installed_here_is_stood_in_while_the_schedule_is_imported(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    project = _fork(tmp_path, "from megatron.core import parallel_state\n", "import apex_of_this_fork\n")
+    # Megatron-LM's MoE kernels `import triton` at the top of a module its schedule's package imports.
+    project = _fork(tmp_path, *IN_PLACE)
+    _edit(project, *KERNELS)
+    status, [verdict] = _run(capsys, "verify", str(project))
+    assert status == 0 and verdict["confirmed"], verdict["detail"]
+    assert str(verdict["modelled"]).startswith("the project's own schedule ")
+    assert "(forward_step; kernels_not_installed_here not installed here: stood in)" in str(verdict["modelled"])
+    assert not any(name.startswith("kernels_not_installed_here") for name in sys.modules)
+
+
+def test_an_own_schedule_that_runs_what_is_not_installed_here_is_not_confirmed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = _fork(tmp_path, *IN_PLACE)
+    _edit(project, *KERNELS)
+    _edit(project, "loss /= num_microbatches", "loss /= num_microbatches\n            kernels.synchronize()")
+    status, [verdict] = _run(capsys, "verify", str(project))
+    assert status == 1 and not verdict["confirmed"]
+    assert (
+        "ModuleNotFoundError: No module named 'kernels_not_installed_here': stood in to import the schedule, "
+        "which needs kernels_not_installed_here.synchronize" in str(verdict["detail"])
+    ), verdict["detail"]
+
+
+@pytest.mark.parametrize(
+    ("missing", "said"),
+    [
+        # The fork's own part, absent: never stood in for.
+        (
+            "import megatron.core.fused_kernels_of_this_fork\n",
+            "No module named 'megatron.core.fused_kernels_of_this_fork'",
+        ),
+        ("from megatron.core import fused_kernels_of_this_fork\n", "ImportError: cannot import name"),
+        # A package that is installed, without the part it names.
+        ("import json.no_such_part\n", "No module named 'json.no_such_part'"),
+    ],
+)
+def test_an_own_schedule_that_cannot_be_imported_is_declined(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], missing: str, said: str
+) -> None:
+    project = _fork(tmp_path, "from megatron.core import parallel_state\n", missing)
     status, [verdict] = _run(capsys, "verify", str(project))
     assert status == 1 and not verdict["confirmed"]
     detail = str(verdict["detail"])
     assert detail.startswith("declined: it is handed to the project's own schedule "), detail
-    assert "ModuleNotFoundError: No module named 'apex_of_this_fork'" in detail
-    assert "megatron" in sys.modules and "apex_of_this_fork" not in sys.modules
+    assert "it does not import here (" in detail and said in detail, detail
+    assert "megatron" in sys.modules
 
 
 def test_an_own_schedule_taking_arguments_no_release_passes_is_declined(
