@@ -1,12 +1,21 @@
 """Run a project's own copy of Megatron's schedule (a fork's vendored one) on a loss function's outputs.
 
 `check` reads the schedule a hand-off reaches (`index/schedule.py`: the project's own copy when it ships one);
-`verify` runs that one, not the installed megatron-core. The copy is imported from the project: its import root
-goes first on ``sys.path`` and the installed ``megatron`` modules are set aside while it is imported and while
-it runs, then put back, so the rest of the process keeps the installed release. Its ``forward_step_calc_loss``
+`verify` runs that one, not the installed megatron-core. The copy is imported from the project, under the name
+its packages give it (`megatron.core.pipeline_parallel.schedules` in a fork of Megatron-LM; Primus' overlay is
+`primus.backends.megatron.core...` and imports the installed `megatron.core`): its import root goes first on
+``sys.path`` and the modules of its top package already imported are set aside while it is imported and while it
+runs, then put back, so the rest of the process keeps the installed release. Its ``forward_step_calc_loss``
 (megatron-core 0.14 on), else its ``forward_step``, gets the outputs as its loss function's, each argument given
 by its name (the releases and forks order them differently); the pipeline-stage queries of its own
 ``parallel_state`` answer as the last stage of one, as for the installed release (`megatron.py`).
+
+A fork imports more than its schedule runs, some of it not installed on a machine without a GPU (Megatron-LM's
+MoE kernels `import triton` at the top of a module its `megatron.core` imports; Primus imports Megatron-LM's
+`megatron.training`, which megatron-core does not ship). A module outside the fork's own package that an import
+names and this machine lacks is stood in for (`_Absent`) and the import tried again from nothing, so the schedule
+is run as long as what it runs does not need the module; once imported, a stand-in it uses raises
+ModuleNotFoundError naming what it needed, and `verify` says so. `describe()` names every stand-in.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from .megatron import _single_process_parallel_state, _StandInModel
 
 # Where Megatron's schedule calls the loss function, newest first.
 _ENTRIES = ("forward_step_calc_loss", "forward_step")
-# At most this many absent top-level modules are stood in for: past it the fork needs too much that is not here.
+# At most this many absent modules are stood in for: past it the fork needs too much that is not here.
 _MAX_ABSENT = 8
 
 
@@ -48,7 +57,7 @@ class OwnSchedule:
     module: types.ModuleType
     entry: str
     modules: dict[str, types.ModuleType]  # the project's `megatron` modules and stand-ins, put in place while it runs
-    absent: tuple[str, ...] = ()  # the top-level modules not installed here that its imports named, stood in for
+    absent: tuple[str, ...] = ()  # the modules not installed here that its imports named, stood in for
 
     def rescale(
         self, outputs: Sequence[Any], *, num_microbatches: int, cp_group_size: int, calculate_per_token_loss: bool
@@ -89,8 +98,9 @@ def _model_type(module: types.ModuleType) -> Any:
     return getattr(model_type, "encoder_or_decoder", None)
 
 
-def _under(name: str, tops: Sequence[str]) -> bool:
-    return name.partition(".")[0] in tops
+def _under(name: str, packages: Sequence[str]) -> bool:
+    """Whether module ``name`` is one of ``packages`` or in one."""
+    return any(name == package or name.startswith(package + ".") for package in packages)
 
 
 @contextlib.contextmanager
@@ -123,7 +133,7 @@ def load(path: str) -> OwnSchedule:
     found = schedule_module(path)
     if found is None:
         raise ScheduleUnavailable(f"{shown(path)} is not where Megatron's schedule module is")
-    root, dotted = found
+    root, dotted = _package_of(path, *found)
     top = dotted.partition(".")[0]
     absent: list[str] = []
     sys.path.insert(0, root)
@@ -138,7 +148,7 @@ def load(path: str) -> OwnSchedule:
                 finder.importing = False
                 break
             except ModuleNotFoundError as exc:
-                missing = (exc.name or "").partition(".")[0]
+                missing = exc.name or ""
                 if not _may_stand_in(missing, top, absent):
                     raise ScheduleUnavailable(f"it does not import here ({type(exc).__name__}: {exc})") from None
                 absent.append(missing)  # and try again from nothing: `_set_aside` dropped what the attempt imported
@@ -158,10 +168,24 @@ def load(path: str) -> OwnSchedule:
     return OwnSchedule(path, module, entry, imported, tuple(absent))
 
 
+def _package_of(path: str, root: str, dotted: str) -> tuple[str, str]:
+    """Where to import the schedule at ``path`` from, and its name there: the packages above it (each folder with
+    an `__init__.py`) where they reach further than ``dotted`` does (Primus' `primus.backends.megatron.core...`,
+    an overlay importing the installed `megatron.core`); else ``root`` and ``dotted`` (namespace packages)."""
+    parts = [os.path.basename(path).removesuffix(".py")]
+    folder = os.path.dirname(path)
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    if len(parts) > dotted.count(".") + 1:
+        return folder, ".".join(parts)
+    return root, dotted
+
+
 def _may_stand_in(missing: str, top: str, absent: Sequence[str]) -> bool:
-    """Whether ``missing``, a top-level module an import of the fork named, is one not installed here that a
-    stand-in may replace: not the fork's own package, not one present but broken, not past the bound."""
-    if not missing or missing == top or missing in absent or len(absent) >= _MAX_ABSENT:
+    """Whether ``missing``, a module an import of the fork named, is one not installed here that a stand-in may
+    replace: not a part of the fork's own package, not one present but broken, not past the bound."""
+    if not missing or _under(missing, (top,)) or missing in absent or len(absent) >= _MAX_ABSENT:
         return False
     try:
         return importlib.util.find_spec(missing) is None
@@ -180,8 +204,10 @@ class _AbsentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def used(self, name: str) -> None:
         if not self.importing:
-            top = name.partition(".")[0]
-            raise ModuleNotFoundError(f"No module named {top!r}: stood in to import the schedule, which needs {name}")
+            module = next(package for package in self.tops if _under(name.removesuffix("()"), (package,)))
+            raise ModuleNotFoundError(
+                f"No module named {module!r}: stood in to import the schedule, which needs {name}"
+            )
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         return importlib.machinery.ModuleSpec(name, self, is_package=True) if _under(name, self.tops) else None

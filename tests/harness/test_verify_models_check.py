@@ -75,7 +75,8 @@ KERNELS = (
     "from megatron.core import parallel_state\n",
     "from megatron.core import parallel_state\n"
     "import kernels_not_installed_here as kernels\n"
-    "from kernels_not_installed_here.language import constexpr\n\n"
+    "from kernels_not_installed_here.language import constexpr\n"
+    "from json.training_of_this_fork import get_args\n\n"  # a part an installed package lacks
     "KERNELS_3 = kernels.__version__ >= '3'\n\n\n"
     "@kernels.autotune(configs=[kernels.Config({'BLOCK': 64})], key=['n'])\n"
     "@kernels.jit\n"
@@ -102,8 +103,9 @@ def test_a_module_not_installed_here_is_stood_in_while_the_schedule_is_imported(
     status, [verdict] = _run(capsys, "verify", str(project))
     assert status == 0 and verdict["confirmed"], verdict["detail"]
     assert str(verdict["modelled"]).startswith("the project's own schedule ")
-    assert "(forward_step; kernels_not_installed_here not installed here: stood in)" in str(verdict["modelled"])
-    assert not any(name.startswith("kernels_not_installed_here") for name in sys.modules)
+    stood_in = "kernels_not_installed_here, json.training_of_this_fork"
+    assert f"(forward_step; {stood_in} not installed here: stood in)" in str(verdict["modelled"])
+    assert not any(name.startswith(("kernels_not_installed_here", "json.training")) for name in sys.modules)
 
 
 def test_an_own_schedule_that_runs_what_is_not_installed_here_is_not_confirmed(
@@ -129,8 +131,7 @@ def test_an_own_schedule_that_runs_what_is_not_installed_here_is_not_confirmed(
             "No module named 'megatron.core.fused_kernels_of_this_fork'",
         ),
         ("from megatron.core import fused_kernels_of_this_fork\n", "ImportError: cannot import name"),
-        # A package that is installed, without the part it names.
-        ("import json.no_such_part\n", "No module named 'json.no_such_part'"),
+        ("raise RuntimeError('torch.cuda.Stream requires CUDA support')\n", "RuntimeError: torch.cuda.Stream"),
     ],
 )
 def test_an_own_schedule_that_cannot_be_imported_is_declined(
@@ -196,6 +197,29 @@ def test_the_vendored_fixture_moves_under_megatron_core_and_not_under_its_own_sc
         (loss, {"lm loss": loss.detach()}), num_microbatches=2, cp_group_size=1, calculate_per_token_loss=False
     )
     assert report["lm loss"].item() == loss.item() == 10.0
+
+
+def test_an_overlay_package_is_imported_under_its_own_name_beside_the_installed_megatron(tmp_path: Path) -> None:
+    # Primus' `primus/backends/megatron/core/pipeline_parallel/schedules.py` is a module of `primus`, importing the
+    # installed `megatron.core`; as `megatron.core...` from `primus/backends` it imports itself half-made.
+    from flux_alias_lint.harness.own_schedule import load
+
+    package = tmp_path / "overlay" / "backends" / "megatron" / "core" / "pipeline_parallel"
+    package.mkdir(parents=True)
+    for folder in [package, *package.parents][:5]:
+        (folder / "__init__.py").write_text("")
+    (package / "schedules.py").write_text(SCHEDULE.read_text().replace(*IN_PLACE))
+    import megatron.core.parallel_state as installed
+
+    own = load(str(package / "schedules.py"))
+    assert own.module.__name__ == "overlay.backends.megatron.core.pipeline_parallel.schedules"
+    assert own.module.parallel_state is installed and own.absent == ()
+    loss = torch.arange(1.0, 5.0, requires_grad=True).sum() * 1.0
+    _, report = own.rescale(
+        (loss, {"lm loss": loss.detach()}), num_microbatches=2, cp_group_size=1, calculate_per_token_loss=False
+    )
+    assert report["lm loss"].item() == 5.0
+    assert sys.modules["megatron.core.parallel_state"] is installed and "overlay" not in sys.modules
 
 
 def test_a_computed_per_token_setting_is_run_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
