@@ -40,6 +40,8 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/host_second_of_two_rescales": "transformers 4.54+'s Trainer.compute_loss",
     "FAL005/neg_host_transformers_compute_loss_turned_off": "transformers 4.57's Trainer.compute_loss",
     "FAL005/host_accelerate_backward": "accelerate 0.12's Accelerator.backward",
+    "FAL005/accelerate_backward_of_a_view_of_the_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
+    "FAL005/neg_accelerate_backward_of_a_rebound_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_host_accelerate_backward_0_13": "accelerate 0.13's Accelerator.backward",
     "FAL005/host_composer": "Composer 0.8's Trainer._train_microbatch",
     "FAL005/host_composer_total": "Composer 0.10+'s Trainer._train_microbatch ('total' taken as the loss)",

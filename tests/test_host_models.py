@@ -4,8 +4,11 @@ real release's, line for line, and a toy project run through the real release mo
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -170,3 +173,34 @@ def test_the_context_docs_list_every_model_write_as_the_models_say() -> None:
     lines = (FIXTURES.parents[1] / "docs" / "context.md").read_text(encoding="utf-8").splitlines()
     missing = [row for row in _rows() if row not in lines]
     assert not missing, "docs/context.md 'Hosts' should have these rows:\n" + "\n".join(missing)
+
+
+# The project's own loop, run through the real accelerate 0.12.0: what it hands to `Accelerator.backward` is the
+# loss function's return, or a view of it (the division reaches the kept value), or a new tensor made from it
+# (`loss = loss.mean()`: it does not). `check` says the same (the fixtures' expected findings).
+LOOP = """
+import torch, loss, train
+torch.manual_seed(0)
+model, batch = torch.nn.Linear(3, 3), (torch.randn(2, 3), torch.randn(2, 3))
+fresh = (model(batch[0]) - batch[1]).abs()
+train.train(model, [batch])
+kept = loss.KEPT[0]
+print(float((kept / (fresh if kept.dim() else fresh.mean())).mean()))
+"""
+
+
+@pytest.mark.parametrize(
+    ("fixture", "factor"),
+    [("accelerate_backward_of_a_view_of_the_loss", 0.25), ("neg_accelerate_backward_of_a_rebound_loss", 1.0)],
+)
+def test_the_projects_loop_run_through_accelerate_moves_what_check_says(fixture: str, factor: float) -> None:
+    release = next(r for r in hosts.releases() if (r.dist, r.version) == ("accelerate", "0.12.0"))
+    hosts.install(release)
+    folder = FIXTURES / fixture
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(release.path), str(folder)])}
+    done = subprocess.run(
+        [sys.executable, "-c", LOOP], check=False, env=env, capture_output=True, text=True, cwd=folder
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.split()[-1]) == pytest.approx(factor)
+    assert bool((folder / "expected").read_text().strip()) is (factor != 1.0)

@@ -7,7 +7,8 @@ reports the captures at `return loss`), under the host's own context:
   by the world size comes before the override's own captures, so it is not this row's);
 - a `compute_loss_func=` passed to a `...Trainer(...)` call: the base `Trainer.compute_loss`
   multiplies what it returns (`transformers-compute-loss`, then `training_step`, `index/releases.py`);
-- `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`);
+- `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`), unless `loss`
+  is bound to another tensor on the way (`loss = loss.mean()`; a view of it, `loss.reshape(1)`, is still it);
 - a Composer `ComposerModel` (or `HuggingFaceModel`) subclass's `loss` method: a bare loss (`composer`), or the `'total'` entry of a
   returned dict (`composer-total`: the row's `entry`, which the analysis matches to the captures of that entry).
   A `loss_fn` handed to Composer's `ComposerClassifier` is what its `loss` returns: a dict's `'total'` only.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import ast
 
+from ..facts.tensor_ops import attribute_alias_kind, method_alias_kind
 from .host_models import Write, writes
 from .nodes import body_walk, dotted, is_self_attribute, last_name
 from .reach import COMPOSER, COMPOSER_TOTAL, Reach, Step
@@ -120,6 +122,7 @@ class HostEvidence(Resolver):
         for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 assigned.setdefault(node.targets[0].id, []).append(node)
+        blocks = _blocks(function)
         for node in nodes:
             if (
                 isinstance(node, ast.Assign)
@@ -156,7 +159,11 @@ class HostEvidence(Resolver):
                     self._handed(module, scope, loss.func, context, self._step(module, node, what))
                 elif isinstance(loss, ast.Name):
                     for assign in assigned.get(loss.id, []):
-                        if isinstance(assign.value, ast.Call) and assign.lineno < node.lineno:
+                        if (
+                            isinstance(assign.value, ast.Call)
+                            and assign.lineno < node.lineno
+                            and not _rebound(assign, node, nodes, blocks)
+                        ):
                             step = self._step(module, assign, f"its loss is {loss.id}, handed to accelerator.backward")
                             self._handed(
                                 module,
@@ -261,6 +268,64 @@ def _entries(nodes: list[ast.AST], name: str, key: str) -> list[ast.expr]:
         and isinstance(target.slice, ast.Constant)
         and target.slice.value == key
     ]
+
+
+def _blocks(function: ast.AST) -> dict[int, tuple[int, ...]]:
+    """For each statement of `function`'s own body: the statement lists it runs in, its own first, then
+    those of the statements holding it (a list's `id`)."""
+    found: dict[int, tuple[int, ...]] = {}
+    pending: list[tuple[list[ast.stmt], tuple[int, ...]]] = []
+    if isinstance(getattr(function, "body", None), list):
+        pending.append((function.body, ()))
+    while pending:
+        body, outer = pending.pop()
+        chain = (id(body), *outer)
+        for stmt in body:
+            found[id(stmt)] = chain
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            inner = [getattr(stmt, field, None) for field in ("body", "orelse", "finalbody")]
+            inner += [handler.body for handler in getattr(stmt, "handlers", ())]
+            inner += [case.body for case in getattr(stmt, "cases", ())]
+            pending += [(block, chain) for block in inner if isinstance(block, list) and block]
+    return found
+
+
+def _rebound(assign: ast.Assign, use: ast.AST, nodes: list[ast.AST], blocks: dict[int, tuple[int, ...]]) -> bool:
+    """Whether the name `assign` binds is bound again to another tensor on every path from it to `use`: by a
+    statement after it, before `use`, in its own statement list or one holding it (`loss = loss.mean()`);
+    not by a view or detached alias of itself (`loss = loss.view(-1)`, which the host's write reaches too)."""
+    name = assign.targets[0].id  # type: ignore[attr-defined]
+    holding = set(blocks.get(id(assign), ()))
+    for node in nodes:
+        if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and assign.lineno < node.lineno < use.lineno):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            continue
+        chain = blocks.get(id(node))
+        if chain and chain[0] in holding and not _aliases(node.value, name):
+            return True
+    return False
+
+
+def _aliases(value: ast.expr | None, name: str) -> bool:
+    """`value` is `name` itself or storage it shares (`facts/tensor_ops.py`: views, detached aliases, conversions
+    that may return it, indexing)."""
+    while value is not None:
+        if isinstance(value, ast.Name):
+            return value.id == name
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            if method_alias_kind(value.func.attr) is None:
+                return False
+            value = value.func.value
+        elif isinstance(value, ast.Subscript) or (
+            isinstance(value, ast.Attribute) and attribute_alias_kind(value.attr) is not None
+        ):
+            value = value.value
+        else:
+            return False
+    return False
 
 
 def _accelerator(func: ast.expr) -> bool:
