@@ -4,7 +4,7 @@
     python bench/host_trees.py --trees /work/trees2 --only LAVIS    # one tree
 
 `bench/host_trees.json` lists, per tree, its repository and commit, the findings `check` should give the
-tree as it is (`baseline`, each judged in its `why`), and the injections: each one's edits (our text
+tree as it is (`baseline`, each judged `true`, `false` or `missed` in its `verdict`, with its `why`), and the injections: each one's edits (our text
 inserted before a line of the tree, with that line's indentation, or a line replaced, e.g. a pin
 rewritten), the verdict the host's real code at the release the tree pins calls for (`error CONTEXT`,
 `warning CONTEXT` or `silent`), and the chain steps (`FILE:LINE` of the tree, before the edits) the
@@ -132,6 +132,20 @@ def baseline_keys(findings: list[dict]) -> list[str]:
     return sorted(f"{f['path']}:{f['line']} {f['code']} {f['severity']} {f['context'] or '-'}" for f in findings)
 
 
+def judge_baseline(keys: list[str], judged: list[dict]) -> tuple[str, str, bool]:
+    """(what the tree should give, what it gave: the count and how many are false, missed or not judged in
+    the data, whether it gave exactly the true ones)."""
+    verdicts = {entry["finding"]: entry["verdict"] for entry in judged}
+    should = sorted(k for k, v in verdicts.items() if v in ("true", "missed"))
+    false = [k for k in keys if verdicts.get(k) == "false"]
+    missed = [k for k in should if k not in keys]
+    unjudged = [k for k in keys if k not in verdicts]
+    counts = (("false", len(false)), ("missed", len(missed)), ("not judged", len(unjudged)))
+    said = ", ".join(f"{count} {label}" for label, count in counts if count)
+    got = (f"{len(keys)} findings" if keys else "no finding") + (f" ({said})" if said else "")
+    return f"{len(should)} findings" if should else "no finding", got, keys == should
+
+
 @dataclass
 class Row:
     tree: str
@@ -163,22 +177,17 @@ def run_tree(tree: dict, trees: pathlib.Path, checkout: pathlib.Path, chains: bo
                     shutil.rmtree(copy / ".git")
                 findings = run_check(copy, checkout)
             if injection is None:
-                keys = baseline_keys(findings)
-                got.append(f"{len(keys)} findings" if keys else "no finding")
-                right &= keys == sorted(b["finding"] for b in tree["baseline"])
-                if keys != sorted(b["finding"] for b in tree["baseline"]):
-                    print(f"  {tree['name']} baseline ({'plain' if plain else 'git'}): {keys}", flush=True)
+                expected, said, ok = judge_baseline(baseline_keys(findings), tree["baseline"])
+                got.append(said)
+                right &= ok
                 continue
             said, ok, chain = judge_injection(findings, injection, origins)
             got.append(said)
             right &= ok
             if chains and chain:
                 print(f"  {tree['name']} {site} ({'plain' if plain else 'git'}): {chain}", flush=True)
-        expected = (
-            (f"{len(tree['baseline'])} findings" if injection is None and tree["baseline"] else "no finding")
-            if injection is None
-            else injection["expected"]
-        )
+        if injection is not None:
+            expected = injection["expected"]
         rows.append(Row(tree["name"], site, expected, got[0], got[1], right))
         print(f"  {tree['name']} {site}: {'right' if right else 'WRONG'}", flush=True)
     return rows

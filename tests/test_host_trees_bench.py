@@ -93,6 +93,22 @@ def test_a_tree_is_run_with_its_git_and_as_a_plain_folder_and_judged(tmp_path: P
     assert host_trees.run_tree({**data, "commit": "0" * 40}, tree.parent, Path(host_trees.ROOT), chains=False) == []
 
 
+def test_a_baseline_counts_the_false_and_the_missed_findings() -> None:
+    judged = [
+        {"finding": "a.py:1 FAL001 warning unreached", "verdict": "true"},
+        {"finding": "b.py:2 FAL003 error in-place-caller", "verdict": "false"},
+        {"finding": "c.py:3 FAL002 error in-place-caller", "verdict": "missed"},
+    ]
+    keys = ["a.py:1 FAL001 warning unreached", "b.py:2 FAL003 error in-place-caller", "d.py:4 FAL001 warning unreached"]
+    assert host_trees.judge_baseline(keys, judged) == (
+        "2 findings",
+        "3 findings (1 false, 1 missed, 1 not judged)",
+        False,
+    )
+    assert host_trees.judge_baseline(keys[:1] + ["c.py:3 FAL002 error in-place-caller"], judged)[2]
+    assert host_trees.judge_baseline([], []) == ("no finding", "no finding", True)
+
+
 def _data() -> dict:
     return json.loads(host_trees.DATA.read_text(encoding="utf-8"))
 
@@ -112,6 +128,7 @@ def test_the_data_names_each_tree_once_at_a_full_commit_with_verdicts_the_linter
             assert injection["why"]
         for finding in tree["baseline"]:
             assert re.fullmatch(r"\S+:\d+ FAL00\d (error|warning) \S+", finding["finding"]) and finding["why"]
+            assert finding["verdict"] in ("true", "false", "missed")
 
 
 def test_the_data_holds_one_line_of_our_text_per_edit() -> None:
