@@ -389,6 +389,7 @@ RECORDS: tuple[Record, ...] = (
     Record("docs/context.md", r"^`python bench/pycg\.py", TREE),
     Record("docs/context.md", r"^Tried as a new user would, on \d+ trees", TREE),
     Record("docs/context.md", r"^No tree keeps an alias of a loss it hands to a host", TREE),
+    Record("docs/context.md", r"^`python bench/host_trees\.py --trees", TREE),
     Record("docs/context.md", r"^On real trees the graph takes", (*TIMING, "commit", "command")),
     Record("docs/internals.md", r"a 5 MB generated data-table module takes", (*TIMING, "commit")),
     Record("docs/internals.md", r"`python bench/pathological\.py` prints each shape's work", (*TIMING, "commit")),
@@ -436,6 +437,10 @@ SECTIONS: dict[tuple[str, str], str] = {
     ("docs/context.md", "Call graph"): "records: bench/pycg.py on PyCG's micro-benchmark, the graph's CPU on trees",
     ("docs/context.md", "Hosts"): "releases and line numbers of the host table, checked by tests/test_hosts.py",
     ("docs/context.md", "Hosts on public trees"): "records",
+    (
+        "docs/context.md",
+        "Hosts on more public trees, with `.git` and as a plain folder",
+    ): "record: bench/host_trees.py on fetched trees CI does not have",
     ("docs/editor.md", "In the editor: `flux-alias-lint server`"): "quote: the debounce",
     ("docs/editor.md", "VS Code"): "none",
     ("docs/editor.md", "Neovim (0.11 or newer)"): "a release",
