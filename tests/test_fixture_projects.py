@@ -10,6 +10,8 @@ the report no longer moves and the loss and its gradient are unchanged.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import pathlib
 import shutil
@@ -25,6 +27,7 @@ from flux_alias_lint.lint import check_text
 from flux_alias_lint.source import decode
 
 PROJECT_CASES = project_cases()
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
 
 # Host fixtures (`facts/hosts.py`) that megatron-core's rescale cannot prove: their host is another
 # library or a megatron-core release before 0.7. Each is proven under its own host instead, in
@@ -40,6 +43,7 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/host_second_of_two_rescales": "transformers 4.54+'s Trainer.compute_loss",
     "FAL005/neg_host_transformers_compute_loss_turned_off": "transformers 4.57's Trainer.compute_loss",
     "FAL005/host_accelerate_backward": "accelerate 0.12's Accelerator.backward",
+    "FAL002/neg_in_place_caller_rescales_a_rebound_loss": "its own training step, run below",
     "FAL005/accelerate_backward_of_a_view_of_the_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_accelerate_backward_of_a_rebound_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_host_accelerate_backward_0_13": "accelerate 0.13's Accelerator.backward",
@@ -140,3 +144,33 @@ def test_project_fix_stops_the_rescale_leaking(case: ProjectCase, tmp_path: path
     assert not after.moved, f"the report still moves after --fix: {after.moved}"
     assert not after.captures_moved, f"kept values still move after --fix: {after.captures_moved}"
     assert_same_training(before, after)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "factor"),
+    [
+        ("FAL002/in_place_caller_rescales_a_cast_of_the_loss", 0.5),
+        ("FAL002/neg_in_place_caller_rescales_a_rebound_loss", 1.0),
+    ],
+)
+def test_an_own_training_step_run_moves_the_report_as_check_says(fixture: str, factor: float) -> None:
+    # The project's own step, run: its in-place division reaches the report through `loss.float()` (the loss
+    # itself), and not through `loss + aux` (a new tensor). `check`: an in-place-caller error, and nothing.
+    import torch
+
+    folder = FIXTURES / fixture
+    names = {p.stem for p in folder.glob("*.py")}
+    sys.path.insert(0, str(folder))
+    try:
+        for name in names:
+            sys.modules.pop(name, None)
+        trainer = importlib.import_module("trainer")
+        output = torch.arange(1.0, 5.0, requires_grad=True)
+        arguments = (2, 0.5) if "aux_weight" in inspect.signature(trainer.train_step).parameters else (2,)
+        [reported] = trainer.train_step(output, *arguments)
+    finally:
+        sys.path.remove(str(folder))
+        for name in names:
+            sys.modules.pop(name, None)
+    assert reported.item() == pytest.approx(10.0 * factor)
+    assert bool((folder / "expected").read_text().strip()) is (factor != 1.0)

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import ast
 
-from ..facts.tensor_ops import attribute_alias_kind, method_alias_kind
 from .host_models import Write, writes
-from .nodes import body_walk, dotted, is_self_attribute, last_name
+from .nodes import aliases_itself, body_walk, dotted, is_self_attribute, last_name
 from .reach import COMPOSER, COMPOSER_TOTAL, Reach, Step
 from .resolve import Resolver
 from .symbols import Symbols
@@ -304,27 +303,8 @@ def _rebound(assign: ast.Assign, use: ast.AST, nodes: list[ast.AST], blocks: dic
         if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
             continue
         chain = blocks.get(id(node))
-        if chain and chain[0] in holding and not _aliases(node.value, name):
+        if chain and chain[0] in holding and not aliases_itself(node.value, name):
             return True
-    return False
-
-
-def _aliases(value: ast.expr | None, name: str) -> bool:
-    """`value` is `name` itself or storage it shares (`facts/tensor_ops.py`: views, detached aliases, conversions
-    that may return it, indexing)."""
-    while value is not None:
-        if isinstance(value, ast.Name):
-            return value.id == name
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-            if method_alias_kind(value.func.attr) is None:
-                return False
-            value = value.func.value
-        elif isinstance(value, ast.Subscript) or (
-            isinstance(value, ast.Attribute) and attribute_alias_kind(value.attr) is not None
-        ):
-            value = value.value
-        else:
-            return False
     return False
 
 

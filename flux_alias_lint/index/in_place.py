@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import body_walk, rescaled_in_place
+from .nodes import aliases_itself, body_walk, rescaled_in_place
 from .reach import IN_PLACE_CALLER, Reach, Step, shown
 from .resolve import Resolver
 from .symbols import Symbols
@@ -38,7 +38,8 @@ def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.
     name and whether the result is the loss itself (`loss = f(...)`) rather than a tuple unpacked
     (`loss, report = f(...)`). A name bound to a call is that call's loss at the rescale only if no
     other binding of it comes between (`loss = f(x)`, `loss = loss / k`, `loss *= s`: a new tensor;
-    `loss += aux` is no binding)."""
+    `loss += aux` is no binding), whether bound whole or unpacked (fairseq's denoiser unpacks `out, extra`,
+    then rescales the `out` it rebound to a `th.cat` of it)."""
     found = []
     stores: dict[str, list[int]] | None = None
     for stmt in nodes:
@@ -46,23 +47,33 @@ def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.
             continue
         target = stmt.targets[0]
         if isinstance(target, ast.Tuple) and len(target.elts) in (2, 3) and isinstance(target.elts[0], ast.Name):
-            name = target.elts[0].id
-            line = rescaled.get(name)
-            if line is not None and line >= stmt.lineno:
-                found.append((stmt, name, False))
+            name, whole = target.elts[0].id, False
+            if rescaled.get(name, -1) < stmt.lineno:
+                continue
         elif isinstance(target, ast.Name) and rescaled.get(target.id, 0) > stmt.lineno:
-            if stores is None:  # `loss += aux` is no rebinding: in place on a tensor
-                stores = {}
-                augmented = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
-                for node in nodes:
-                    if (
-                        isinstance(node, ast.Name)
-                        and isinstance(node.ctx, ast.Store)
-                        and node.id in rescaled
-                        and id(node) not in augmented
-                    ):
-                        stores.setdefault(node.id, []).append(node.lineno)
-            line = rescaled[target.id]
-            if not any(stmt.lineno < other < line for other in stores[target.id]):
-                found.append((stmt, target.id, True))
+            name, whole = target.id, True
+        else:
+            continue
+        if stores is None:  # `loss += aux` is no rebinding: in place on a tensor; nor is a view of itself
+            stores = {}
+            augmented = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
+            # `loss = loss.float()`, `loss = loss.view(-1)`: the same storage, which the rescale reaches
+            augmented |= {
+                id(target)
+                for node in nodes
+                if isinstance(node, ast.Assign)
+                for target in node.targets
+                if isinstance(target, ast.Name) and aliases_itself(node.value, target.id)
+            }
+            for node in nodes:
+                if (
+                    isinstance(node, ast.Name)
+                    and isinstance(node.ctx, ast.Store)
+                    and node.id in rescaled
+                    and id(node) not in augmented
+                ):
+                    stores.setdefault(node.id, []).append(node.lineno)
+        line = rescaled[name]
+        if not any(stmt.lineno < other < line for other in stores[name]):
+            found.append((stmt, name, whole))
     return found

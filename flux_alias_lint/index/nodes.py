@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 
 from ..facts.reports import AUGMENTED_METHODS, RESCALING_METHODS, RESCALING_OPERATORS
-from ..facts.tensor_ops import leaves_unchanged
+from ..facts.tensor_ops import attribute_alias_kind, leaves_unchanged, method_alias_kind
 
 # The `ast` operator of each augmented operator of `AUGMENTED_METHODS`, and those of
 # `RESCALING_OPERATORS` (a new operator there without one here fails at import).
@@ -70,6 +70,25 @@ def bound_names(nodes: Iterable[ast.AST]) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
+
+
+def aliases_itself(value: ast.expr | None, name: str) -> bool:
+    """`value` is `name` itself or storage it shares (`facts/tensor_ops.py`: views, detached aliases, conversions
+    that may return it, indexing)."""
+    while value is not None:
+        if isinstance(value, ast.Name):
+            return value.id == name
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            if method_alias_kind(value.func.attr) is None:
+                return False
+            value = value.func.value
+        elif isinstance(value, ast.Subscript) or (
+            isinstance(value, ast.Attribute) and attribute_alias_kind(value.attr) is not None
+        ):
+            value = value.value
+        else:
+            return False
+    return False
 
 
 def rescaled_in_place(nodes: Iterable[ast.AST]) -> dict[str, int]:
