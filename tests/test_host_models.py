@@ -157,7 +157,9 @@ def _rows() -> list[str]:
     for each in found.values():
         first = each[0]
         step = first.steps[-1]
-        reaches = sorted({_ORIGINS[kind].format(name) for kind, name in (w.origin for w in each)})
+        reaches = sorted(
+            {_ORIGINS[kind].format(name if name != "0" else "[0]") for kind, name in (w.origin for w in each)}
+        )
         under = ", ".join(f"`{g}`" for g in first.guards) or "always"
         rows.append(
             f"| `hosts/{first.model.name}.pyi` | `{first.model.releases}` | {step.method}, {first.model.file}:{step.line} "
@@ -170,3 +172,65 @@ def test_the_context_docs_list_every_model_write_as_the_models_say() -> None:
     lines = (FIXTURES.parents[1] / "docs" / "context.md").read_text(encoding="utf-8").splitlines()
     missing = [row for row in _rows() if row not in lines]
     assert not missing, "docs/context.md 'Hosts' should have these rows:\n" + "\n".join(missing)
+
+
+# A model's `forward` handed to a Trainer (`model=`): its fixture folder, the class whose `forward` it is, the release
+# the project pins and the gradient_accumulation_steps it sets, and whether its kept value moves there.
+FORWARDS = {
+    "host_trainer_model_forward": ("model.py", "TinyLM", "4.46.0", 2, True),
+    "host_trainer_pretrained_model_tuple_output": ("modeling_tiny.py", "TinyForCausalLM", "4.46.0", 2, True),
+    "neg_trainer_model_forward_one_step": ("model.py", "TinyLM", "4.46.0", 1, False),
+    "neg_trainer_model_forward_after_4_46": ("model.py", "TinyLM", "4.57.1", 2, False),
+}
+
+
+def _forward_writes(folder: pathlib.Path, cls: str) -> list[str]:
+    """The chains of the index's findings on the fixture's model file, as it reads the project."""
+    from flux_alias_lint.index.project import ProjectIndex
+
+    index = ProjectIndex([str(folder)])
+    return [
+        " | ".join(step.what for step in reach.steps)
+        for (path, _), reach in index.reached.items()
+        if path.startswith(str(folder)) and reach.steps and reach.steps[0].what.startswith(f"{cls} is handed")
+    ]
+
+
+@pytest.mark.parametrize("fixture", sorted(FORWARDS))
+def test_a_models_forward_handed_to_a_trainer_moves_as_the_models_say(fixture: str) -> None:
+    # The model's `forward` run by the real release's `Trainer.training_step` and base `compute_loss` (the project's
+    # class, its own signature): the kept value moves ×gradient_accumulation_steps under 4.46.0 and holds at 1 step
+    # or under 4.57.1; the fixture's findings (test_fixture_projects.py) say the same.
+    file, cls, version, steps, moves = FORWARDS[fixture]
+    folder = FIXTURES / fixture
+    context = hosts.TRAINING_STEP
+    release = next(r for r in hosts.releases() if (r.dist, r.version) == ("transformers", version))
+    hosts.install(release)
+    host = dataclasses.replace(hosts.HOSTS[context], release=release, factor=steps, driver="model_forward")
+    [run] = hosts.run_under_host(host, [hosts.ModuleSubject(str(folder / file), f"{cls}.forward")])
+    assert not run.error and run.ran.startswith(f"transformers {version}, real"), run
+    if moves:
+        assert run.moved and all(f"(×{steps:.2f})" in moved for moved in run.moved.values()), run.moved
+        [chain] = _forward_writes(folder.resolve(), cls)
+        assert chain.endswith(
+            "Trainer.compute_loss, transformers 4.46.0 trainer.py:3625: outputs = model(**inputs)"
+            " | Trainer.training_step, transformers 4.46.0 trainer.py:3572: loss = self.compute_loss(model, inputs,"
+            " num_items_in_batch=num_items_in_batch)"
+            " | Trainer.training_step, transformers 4.46.0 trainer.py:3605: loss *= self.args.gradient_accumulation_steps"
+        ), chain
+    else:
+        assert not run.moved, run.moved
+
+
+def test_a_forward_is_reached_through_the_base_compute_loss_only() -> None:
+    # Its loss is `outputs["loss"]` (a dict, a ModelOutput) or `outputs[0]` (a tuple) of the base compute_loss; an
+    # override not calling it leaves the forward's loss out; 4.57.1 multiplies it only for a forward taking
+    # `**kwargs` (`model_accepts_loss_kwargs`).
+    forward = {w.origin for w in writes("transformers", "Trainer.training_step") if w.origin[0] == "forward"}
+    assert forward == {("forward", "loss"), ("forward", "0")}
+    assert not [
+        w for w in writes("transformers", "Trainer.training_step", {"compute_loss": False}) if w.origin[0] == "forward"
+    ]
+    assert {w.origin[0] for w in writes("transformers", "Trainer.training_step", {"compute_loss": True})} >= {"forward"}
+    later = [w for w in writes("transformers", "Trainer.training_step") if w.model.measured == "4.57.1"]
+    assert all("model_accepts_loss_kwargs" in w.guards for w in later if w.origin[0] == "forward")

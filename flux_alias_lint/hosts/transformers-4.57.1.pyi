@@ -27,7 +27,9 @@ class Trainer:
         if self.compute_loss_func is not None:  # 4117
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)  # 4123
         else:
-            loss = outputs["loss"]  # 4147
-        if self.args.average_tokens_across_devices:  # 4149
+            loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]  # 4147
+        if self.args.average_tokens_across_devices and (
+            self.model_accepts_loss_kwargs or self.compute_loss_func
+        ):  # 4149
             loss *= self.accelerator.num_processes  # 4154
         return (loss, outputs) if return_outputs else loss  # 4156

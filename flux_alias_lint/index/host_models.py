@@ -8,7 +8,9 @@ row). A small interpreter walks a host method the way the release runs it: `x = 
 model's `m` unless the project's class overrides it (then `x` is the override's return, and, where the
 override calls `super().m`, what the model's `m` returns too); `x = self.attr(...)` is a callable the project
 handed over (`compute_loss_func`); `model(**inputs)` is the model's `forward`; `x *= self.a.b` is an in-place
-write on every origin of `x`, its factor the setting `b`; `if` runs both branches. A parameter of the entry
+write on every origin of `x`, its factor the setting `b`; `if` runs both branches, the settings (`self.args.b`) and
+states of the host (`self.model_accepts_loss_kwargs`) its test reads the guards of the writes in them, any one of
+them possibly enough (`a and (b or c)`: the reader of a write decides which hold for its origin). A parameter of the entry
 method is an origin too (the `loss` handed to `Accelerator.backward`).
 """
 
@@ -68,7 +70,7 @@ class Write:
     origin: Origin
     context: str
     factor: str  # the setting the operand reads: "gradient_accumulation_steps"
-    guards: tuple[str, ...]  # the settings it is under
+    guards: tuple[str, ...]  # the settings and host states it is under
     steps: tuple[ModelStep, ...]
 
     @property
@@ -161,7 +163,9 @@ class _Run:
                     self.writes.append(Write(self.model, origin, context, factor, guards, (*steps, step)))
             elif isinstance(stmt, ast.If):
                 settings = tuple(
-                    n.attr for n in ast.walk(stmt.test) if isinstance(n, ast.Attribute) and _of_args(n.value)
+                    n.attr
+                    for n in ast.walk(stmt.test)
+                    if isinstance(n, ast.Attribute) and (_of_args(n.value) or _of_self(n) and n.attr != "args")
                 )
                 branches = []
                 for branch in (stmt.body, stmt.orelse):
@@ -188,7 +192,7 @@ class _Run:
             return frozenset()  # a new tensor (`loss / k`, `loss.detach()`)
         func = node.func
         if isinstance(func, ast.Name):  # `model(**inputs)`: the model's forward
-            return frozenset({(("forward", ""), ())})
+            return frozenset({(("forward", ""), (self.model.step(method, stmt),))})
         if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
             return frozenset()
         name = func.attr
@@ -206,6 +210,11 @@ class _Run:
 def _order(value: tuple[Origin, tuple[ModelStep, ...]]) -> tuple[Origin, list[int]]:
     """Writes in one order, run after run (a set's order is not)."""
     return value[0], [step.line for step in value[1]]
+
+
+def _of_self(node: ast.Attribute) -> bool:
+    """`self.x`: a state of the host object a guard reads (`self.model_accepts_loss_kwargs`)."""
+    return isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _of_args(node: ast.expr) -> bool:
