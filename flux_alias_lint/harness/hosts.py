@@ -121,6 +121,27 @@ TRANSFORMERS_4_46_0 = Release(
         "psutil==6.1.0",
     ),
 )
+# The first release whose base `compute_loss` multiplies a `compute_loss_func`'s loss, `average_tokens_across_devices`
+# off by default (on from 4.54.0).
+TRANSFORMERS_4_49_0 = Release(
+    "transformers",
+    "4.49.0",
+    (
+        "transformers==4.49.0",
+        "tokenizers==0.21.0",
+        "huggingface-hub==0.28.1",
+        "safetensors==0.5.2",
+        "regex==2024.11.6",
+        "requests==2.32.3",
+        "urllib3==2.3.0",
+        "idna==3.10",
+        "certifi==2025.1.31",
+        "charset-normalizer==3.4.1",
+        "tqdm==4.67.1",
+        "accelerate==1.4.0",
+        "psutil==6.1.1",
+    ),
+)
 TRANSFORMERS_4_57_1 = Release(
     "transformers",
     "4.57.1",
@@ -158,6 +179,7 @@ LIGHTNING_2_4_0 = Release(
 )
 RELEASES: tuple[Release, ...] = (
     TRANSFORMERS_4_46_0,
+    TRANSFORMERS_4_49_0,
     TRANSFORMERS_4_57_1,
     ACCELERATE_0_12_0,
     ACCELERATE_0_13_0,
