@@ -182,10 +182,10 @@ def test_the_context_docs_list_every_model_write_as_the_models_say() -> None:
 # A model's `forward` handed to a Trainer (`model=`): its fixture folder, the class whose `forward` it is, the release
 # the project pins and the gradient_accumulation_steps it sets, and whether its kept value moves there.
 FORWARDS = {
-    "host_trainer_model_forward": ("model.py", "TinyLM", "4.46.0", 2, True),
-    "host_trainer_pretrained_model_tuple_output": ("modeling_tiny.py", "TinyForCausalLM", "4.46.0", 2, True),
-    "neg_trainer_model_forward_one_step": ("model.py", "TinyLM", "4.46.0", 1, False),
-    "neg_trainer_model_forward_after_4_46": ("model.py", "TinyLM", "4.57.1", 2, False),
+    "host_trainer_model_forward": ("loss.py", "TinyLM", "4.46.0", 2, True),
+    "host_trainer_pretrained_model_tuple_output": ("loss.py", "TinyForCausalLM", "4.46.0", 2, True),
+    "neg_trainer_model_forward_one_step": ("loss.py", "TinyLM", "4.46.0", 1, False),
+    "neg_trainer_model_forward_after_4_46": ("loss.py", "TinyLM", "4.57.1", 2, False),
 }
 
 
