@@ -7,6 +7,8 @@ reports the captures at `return loss`), under the host's own context:
   by the world size comes before the override's own captures, so it is not this row's);
 - a `compute_loss_func=` passed to a `...Trainer(...)` call: the base `Trainer.compute_loss`
   multiplies what it returns (`transformers-compute-loss`, then `training_step`, `index/releases.py`);
+- the `forward` of a model handed to a `Trainer(model=...)`: the base `Trainer.compute_loss` takes its
+  `outputs["loss"]` (`Reach.entry`) or `outputs[0]` as the loss, which the models' writes after it reach;
 - `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`);
 - a Composer `ComposerModel` (or `HuggingFaceModel`) subclass's `loss` method: a bare loss (`composer`), or the `'total'` entry of a
   returned dict (`composer-total`: the row's `entry`, which the analysis matches to the captures of that entry).
