@@ -309,7 +309,7 @@ def reach_key(reaches: Mapping[int, Reach] | None) -> str:
     if not reaches:
         return ""
     rows = sorted(
-        [line, [[a.context, [dataclasses.astuple(s) for s in a.steps], a.whole_return] for a in (r, *r.also)]]
+        [line, [[a.context, [dataclasses.astuple(s) for s in a.steps], a.whole_return, a.entry] for a in (r, *r.also)]]
         for line, r in reaches.items()
     )
     return ":" + blake2b(json.dumps(rows).encode(), digest_size=8).hexdigest()
@@ -580,7 +580,15 @@ def _index_rows(
                     sorted(map(numbered.get, queries)),
                 ],
                 [
-                    [p, line, r.context, [dataclasses.astuple(step) for step in r.steps], r.guessed, r.whole_return]
+                    [
+                        p,
+                        line,
+                        r.context,
+                        [dataclasses.astuple(step) for step in r.steps],
+                        r.guessed,
+                        r.whole_return,
+                        r.entry,
+                    ]
                     for (p, line), r in evidence
                 ],
             ]
@@ -666,19 +674,20 @@ def _load_index(
             if path not in stamps or not _positions(queries, len(asked)):
                 return None
             evidence: Evidence = []
-            for target, line, context, steps, guessed, whole_return in rows:
+            for target, line, context, steps, guessed, whole_return, entry in rows:
                 valid = (
                     isinstance(target, str)
                     and type(line) is int
                     and type(guessed) is bool
                     and type(whole_return) is bool
+                    and isinstance(entry, str)
                 )
                 if not (valid and context in _REACH_CONTEXTS):
                     return None
                 parsed = tuple(Step(*step) for step in steps)
                 if not all(isinstance(s.path, str) and type(s.line) is int and isinstance(s.what, str) for s in parsed):
                     return None
-                evidence.append(((target, line), Reach(context, parsed, guessed, whole_return)))
+                evidence.append(((target, line), Reach(context, parsed, guessed, whole_return, entry=entry)))
             if not _positions(same, len(paths)):
                 return None
             others = {dep: _stamp(stamp) for dep, stamp in other if isinstance(dep, str)}

@@ -321,11 +321,11 @@ def _reach_of(context: _Context, found: Reach, raw: RawFinding) -> Reach | None:
 
 def _rescales(reach: Reach, raw: RawFinding) -> bool:
     """Whether `reach` rescales the value `raw` is about: a host taking one entry of a returned dict as its loss
-    (`Host.entry`) that entry's captures alone; any other, a bare return or a tuple's first element as it
+    (`Host.entry`, or `Reach.entry` for this function alone) that entry's captures alone; any other, a bare return or a tuple's first element as it
     receives it."""
     host = BY_NAME.get(reach.context)
-    entry = host.entry if host is not None else None
-    if entry is not None or raw.entries:
+    entry = reach.entry or (host.entry if host is not None else None)
+    if entry or raw.entries:
         return entry in raw.entries and reach.whole_return and raw.code == CAPTURE_CODE
     return reach.whole_return == raw.whole_return or _first_of_pair(reach, raw)
 

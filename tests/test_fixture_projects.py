@@ -63,6 +63,12 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_trainer_gradient_accumulation_steps_one": "transformers 4.46.0's Trainer at 1 step (test_host_models.py)",
     "FAL005/host_trainer_base_under_a_try_import": "transformers 4.46.0's Trainer.training_step",
     "FAL005/trainer_write_after_capture_pinned_after_4_46": "its own in-place write, under transformers 4.57's Trainer",
+    "FAL005/host_trainer_model_forward": "transformers 4.46.0's Trainer.training_step on the model's forward",
+    "FAL005/host_trainer_pretrained_model_tuple_output": "transformers 4.46.0's Trainer.training_step on the model's forward",
+    "FAL005/neg_trainer_model_forward_one_step": "transformers 4.46.0's Trainer at 1 step (test_host_models.py)",
+    "FAL005/neg_trainer_model_forward_after_4_46": "transformers 4.57.1's Trainer (test_host_models.py)",
+    "FAL005/neg_trainer_model_forward_own_compute_loss": "transformers 4.46.0's Trainer, its compute_loss its own",
+    "FAL005/neg_trainer_model_forward_keeps_a_number": "transformers 4.46.0's Trainer, a number kept",
 }
 
 

@@ -160,8 +160,15 @@ def _rows() -> list[str]:
     for each in found.values():
         first = each[0]
         step = first.steps[-1]
-        reaches = sorted({_ORIGINS[kind].format(name) for kind, name in (w.origin for w in each)})
-        under = ", ".join(f"`{g}`" for g in first.guards) or "always"
+        reaches = sorted(
+            {_ORIGINS[kind].format(name if name != "0" else "[0]") for kind, name in (w.origin for w in each)}
+        )
+        defaults = first.model.defaults
+        under = ", ".join(
+            f"`{g}`" + (f" (default {'on' if defaults[g][0] else 'off'})" if g in defaults else "")
+            for g in first.guards
+        )
+        under = under or "always"
         rows.append(
             f"| `hosts/{first.model.name}.pyi` | `{first.model.releases}` | {step.method}, {first.model.file}:{step.line} "
             f"`{step.text}` | {under} | {'; '.join(reaches)} | `{first.context}` |"
@@ -204,3 +211,124 @@ def test_the_projects_loop_run_through_accelerate_moves_what_check_says(fixture:
     assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout.split()[-1]) == pytest.approx(factor)
     assert bool((folder / "expected").read_text().strip()) is (factor != 1.0)
+
+
+# A model's `forward` handed to a Trainer (`model=`): its fixture folder, the class whose `forward` it is, the release
+# the project pins and the gradient_accumulation_steps it sets, and whether its kept value moves there.
+FORWARDS = {
+    "host_trainer_model_forward": ("loss.py", "TinyLM", "4.46.0", 2, True),
+    "host_trainer_pretrained_model_tuple_output": ("loss.py", "TinyForCausalLM", "4.46.0", 2, True),
+    "neg_trainer_model_forward_one_step": ("loss.py", "TinyLM", "4.46.0", 1, False),
+    "neg_trainer_model_forward_after_4_46": ("loss.py", "TinyLM", "4.57.1", 2, False),
+}
+
+
+def _forward_writes(folder: pathlib.Path, cls: str) -> list[str]:
+    """The chains of the index's findings on the fixture's model file, as it reads the project."""
+    from flux_alias_lint.index.project import ProjectIndex
+
+    index = ProjectIndex([str(folder)])
+    return [
+        " | ".join(step.what for step in reach.steps)
+        for (path, _), reach in index.reached.items()
+        if path.startswith(str(folder)) and reach.steps and reach.steps[0].what.startswith(f"{cls} is handed")
+    ]
+
+
+@pytest.mark.parametrize("fixture", sorted(FORWARDS))
+def test_a_models_forward_handed_to_a_trainer_moves_as_the_models_say(fixture: str) -> None:
+    # The model's `forward` run by the real release's `Trainer.training_step` and base `compute_loss` (the project's
+    # class, its own signature): the kept value moves ×gradient_accumulation_steps under 4.46.0 and holds at 1 step
+    # or under 4.57.1; the fixture's findings (test_fixture_projects.py) say the same.
+    file, cls, version, steps, moves = FORWARDS[fixture]
+    folder = FIXTURES / fixture
+    context = hosts.TRAINING_STEP
+    release = next(r for r in hosts.releases() if (r.dist, r.version) == ("transformers", version))
+    hosts.install(release)
+    host = dataclasses.replace(hosts.HOSTS[context], release=release, factor=steps, driver="model_forward")
+    [run] = hosts.run_under_host(host, [hosts.ModuleSubject(str(folder / file), f"{cls}.forward")])
+    assert not run.error and run.ran.startswith(f"transformers {version}, real"), run
+    if moves:
+        assert run.moved and all(f"(×{steps:.2f})" in moved for moved in run.moved.values()), run.moved
+        [chain] = _forward_writes(folder.resolve(), cls)
+        assert chain.endswith(
+            "Trainer.compute_loss, transformers 4.46.0 trainer.py:3625: outputs = model(**inputs)"
+            " | Trainer.training_step, transformers 4.46.0 trainer.py:3572: loss = self.compute_loss(model, inputs,"
+            " num_items_in_batch=num_items_in_batch)"
+            " | Trainer.training_step, transformers 4.46.0 trainer.py:3605: loss *= self.args.gradient_accumulation_steps"
+        ), chain
+    else:
+        assert not run.moved, run.moved
+
+
+def test_a_forward_is_reached_through_the_base_compute_loss_only() -> None:
+    # Its loss is `outputs["loss"]` (a dict, a ModelOutput) or `outputs[0]` (a tuple) of the base compute_loss; an
+    # override not calling it leaves the forward's loss out; 4.57.1 multiplies it only for a forward taking
+    # `**kwargs` (`model_accepts_loss_kwargs`).
+    forward = {w.origin for w in writes("transformers", "Trainer.training_step") if w.origin[0] == "forward"}
+    assert forward == {("forward", "loss"), ("forward", "0")}
+    assert not [
+        w for w in writes("transformers", "Trainer.training_step", {"compute_loss": False}) if w.origin[0] == "forward"
+    ]
+    assert {w.origin[0] for w in writes("transformers", "Trainer.training_step", {"compute_loss": True})} >= {"forward"}
+    later = [w for w in writes("transformers", "Trainer.training_step") if w.model.measured == "4.57.1"]
+    assert all("model_accepts_loss_kwargs" in w.guards for w in later if w.origin[0] == "forward")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODELS if MODELS[n].defaults))
+def test_each_settings_default_of_a_model_is_the_releases_own(name: str) -> None:
+    # The line of the field in the release's training_args.py, and the default the installed release's class has.
+    import json
+    import subprocess
+    import sys
+
+    model = MODELS[name]
+    release = _release(model)
+    hosts.install(release)
+    real = next(release.path.rglob("training_args.py")).read_text(encoding="utf-8").splitlines()
+    script = "import dataclasses, json, sys; from transformers import TrainingArguments as T; " + (
+        "print(json.dumps({f.name: f.default for f in dataclasses.fields(T) if f.name in sys.argv[1:]}))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script, *model.defaults],
+        env={"PYTHONPATH": str(release.path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(ran.stdout) == {setting: value for setting, (value, _) in model.defaults.items()}
+    for setting, (value, line) in model.defaults.items():
+        assert real[line - 1].strip().startswith(f"{setting}:"), (setting, real[line - 1])
+        assert f"default={value}," in " ".join(real[line : line + 2]), (setting, real[line : line + 2])
+
+
+COMPUTE_LOSS_MODELS = sorted(
+    n for n in MODELS if any(w.context == hosts.COMPUTE_LOSS for w in host_models.own_writes(MODELS[n]))
+)
+
+
+@pytest.mark.parametrize("name", COMPUTE_LOSS_MODELS)
+def test_a_compute_loss_func_under_the_real_release_moves_as_its_model_says(name: str) -> None:
+    # The fixture's compute_loss_func under the release's real Trainer on 2 gloo ranks: set on, its kept loss moves
+    # by the world size where the model's compute_loss multiplies a compute_loss_func's loss; set off, it holds.
+    model = MODELS[name]
+    handed = [w for w in host_models.own_writes(model) if w.origin == ("attribute", "compute_loss_func")]
+    hosts.install(_release(model))
+    subject = hosts.ModuleSubject(str(FIXTURES / "host_transformers_compute_loss" / "loss.py"), "token_loss")
+    for on in (True, False):
+        [run] = hosts.run_under_host(hosts.under(hosts.COMPUTE_LOSS, model.measured, on=on), [subject])
+        assert not run.error and run.ran.startswith(f"transformers {model.measured}, real"), run
+        if on and handed:
+            assert run.moved and all(f"(×{hosts.WORLD_SIZE:.2f})" in m for m in run.moved.values()), run.moved
+        else:
+            assert not run.moved, (on, run.moved)
+
+
+def test_the_compute_loss_rows_releases_are_its_models() -> None:
+    # Default on from the model whose TrainingArguments says so (4.54.0); a compute_loss_func's loss hit when set on
+    # from the first model multiplying it (4.49.0); set off, no model's write runs.
+    row = hosts.facts.COMPUTE_LOSS
+    assert row.releases == (">=4.54.0",)
+    assert row.setting is not None and row.setting.releases_if_on == (">=4.49.0",) and row.setting.off_stops_it
+    assert row.shown == f"transformers {row.releases[0].removeprefix('>=').removesuffix('.0')} and later"
+    assert host_models.joined((">=4.49.0,<4.54.0", ">=4.54.0", ">=0.1,<0.2")) == (">=0.1,<0.2", ">=4.49.0")

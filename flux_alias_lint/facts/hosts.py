@@ -5,9 +5,10 @@ its factor, what the factor depends on, and the releases that do it (PEP 440 spe
 `index/versions.py`; measured by running each release's own code, docs/context.md "Hosts"). A row's
 `name` is the context of the findings it proves (`index/reach.py`). The project's own accumulation
 loop (`in-place-caller`) needs no row: it is in the project, whatever the release. Where a host is modelled as
-code (`hosts/*.pyi`, `index/host_models.py`: transformers' `Trainer.training_step`, accelerate's
-`Accelerator.backward`), its row's releases are the models' and which project functions it reaches is theirs; the
-row keeps what a finding says. Out of place, and
+code (`hosts/*.pyi`, `index/host_models.py`: transformers' `Trainer.training_step` and `Trainer.compute_loss`, accelerate's
+`Accelerator.backward`), its row's releases (and its setting's: which releases a setting set on turns it on in,
+whether setting it off stops it) are the models' and which project functions it reaches is theirs; the row keeps
+what a finding says. Out of place, and
 so no rows: Lightning, DeepSpeed, torchtitan, Colossal-AI, NeMo, Megatron-Bridge, TRL, axolotl.
 """
 
@@ -92,6 +93,7 @@ MEGATRON = Host(
         on_spares_three_tuples=True,
     ),
 )
+_HANDED_FUNC = ("attribute", "compute_loss_func")  # what the `compute_loss_func` handed to the Trainer returns
 TRAINING_STEP = Host(
     "transformers-training-step",
     "transformers",
@@ -118,7 +120,8 @@ COMPUTE_LOSS = Host(
     "`loss *= self.accelerator.num_processes`",
     "× world size",
     ("world size", "average_tokens_across_devices"),
-    (">=4.54.0",),
+    # its models': those whose setting is on by default (hosts/transformers-4.57.1.pyi)
+    host_models.releases("transformers-compute-loss", _HANDED_FUNC, by_default=True),
     "transformers 4.54 and later",
     "trainer.py:3662 (4.46.2), :4154 (4.57), :2162 (5.18), before compute_loss returns",
     "FAL005/host_transformers_compute_loss",
@@ -128,8 +131,9 @@ COMPUTE_LOSS = Host(
     setting=Setting(
         "average_tokens_across_devices",
         "turns the multiplication by the world size on",
-        releases_if_on=(">=4.49.0",),
-        off_stops_it=True,
+        # its models': those whose compute_loss multiplies a compute_loss_func's loss (transformers-4.49.0.pyi on)
+        releases_if_on=host_models.releases("transformers-compute-loss", _HANDED_FUNC),
+        off_stops_it=host_models.always_under("transformers-compute-loss", "average_tokens_across_devices"),
     ),
     then="transformers-training-step",
     package="transformers",

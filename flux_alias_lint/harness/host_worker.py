@@ -93,6 +93,39 @@ def training_step(host: Host, made: Made, work: str) -> list[Any]:
     return [model.w.grad]
 
 
+def model_forward(host: Host, made: Made, work: str) -> list[Any]:
+    """transformers' real ``Trainer.training_step`` and base ``Trainer.compute_loss`` on the subject's own model (its
+    class made as a Trainer's user makes it: from its ``config_class``'s defaults, else with no argument), the
+    subject its ``forward`` (with its own signature, which the Trainer reads) on a batch of token ids and labels."""
+    import inspect
+
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    cls = made.owner
+    model = cls(cls.config_class()) if getattr(cls, "config_class", None) is not None else cls()
+
+    def forward(**inputs: Any) -> Any:
+        made(None, model, **inputs)
+        return made.returned
+
+    forward.__signature__ = inspect.signature(model.forward)  # type: ignore[attr-defined]
+    model.forward = forward
+    args = TrainingArguments(
+        output_dir=work,
+        gradient_accumulation_steps=int(host.factor),
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+    )
+    trainer = Trainer(model=model, args=args)
+    trainer.current_gradient_accumulation_steps = int(host.factor)  # set by the train loop in releases that read it
+    ids = torch.tensor([[1, 2, 3, 4]])
+    trainer.training_step(trainer.model, {"input_ids": ids, "labels": ids + 1})
+    return [p.grad for p in model.parameters()]
+
+
 def compute_loss(host: Host, made: Made, work: str) -> list[Any]:
     """transformers' real ``Trainer.training_step`` and base ``Trainer.compute_loss``, ``average_tokens_across_devices``
     as the run sets it, on this rank of the process group; the subject as its ``compute_loss_func``, called with

@@ -121,6 +121,27 @@ TRANSFORMERS_4_46_0 = Release(
         "psutil==6.1.0",
     ),
 )
+# The first release whose base `compute_loss` multiplies a `compute_loss_func`'s loss, `average_tokens_across_devices`
+# off by default (on from 4.54.0).
+TRANSFORMERS_4_49_0 = Release(
+    "transformers",
+    "4.49.0",
+    (
+        "transformers==4.49.0",
+        "tokenizers==0.21.0",
+        "huggingface-hub==0.28.1",
+        "safetensors==0.5.2",
+        "regex==2024.11.6",
+        "requests==2.32.3",
+        "urllib3==2.3.0",
+        "idna==3.10",
+        "certifi==2025.1.31",
+        "charset-normalizer==3.4.1",
+        "tqdm==4.67.1",
+        "accelerate==1.4.0",
+        "psutil==6.1.1",
+    ),
+)
 TRANSFORMERS_4_57_1 = Release(
     "transformers",
     "4.57.1",
@@ -158,6 +179,7 @@ LIGHTNING_2_4_0 = Release(
 )
 RELEASES: tuple[Release, ...] = (
     TRANSFORMERS_4_46_0,
+    TRANSFORMERS_4_49_0,
     TRANSFORMERS_4_57_1,
     ACCELERATE_0_12_0,
     ACCELERATE_0_13_0,
@@ -438,7 +460,8 @@ def _takes(func: Any, args: tuple[Any, ...]) -> bool:
 
 def returned_loss(returned: Any, entry: str = "") -> Any:
     """The loss a host takes from what the function returned: the tensor itself, or a model output's loss
-    (``outputs["loss"]`` of a mapping such as transformers' ``ModelOutput``, else ``outputs.loss``); None if none.
+    (``outputs["loss"]`` of a mapping such as transformers' ``ModelOutput``, a tuple's first element, else
+    ``outputs.loss``); None if none.
     ``entry``: a host taking that entry of a returned dict as its loss (Composer 0.10+'s ``'total'``), which sums
     anything else into a new tensor first, as the release does (``microbatch_loss.add_(loss.mean())`` on zeros)."""
     from ._deps import require_torch
@@ -456,6 +479,8 @@ def returned_loss(returned: Any, entry: str = "") -> Any:
         return sum((v.mean() for v in values), torch.zeros(1))
     if torch.is_tensor(returned):
         return returned
+    if isinstance(returned, tuple) and returned and torch.is_tensor(returned[0]):
+        return returned[0]  # a model's tuple output: its loss first (transformers' `outputs[0]`)
     loss = returned.get("loss") if isinstance(returned, Mapping) else getattr(returned, "loss", None)
     return loss if torch.is_tensor(loss) else None
 
@@ -492,6 +517,8 @@ def observe(made: Made, ran: str, extra_grads: Sequence[Any] = (), loss: Any = N
     """A subject after its host ran: its kept values, its loss (``loss``: the one the host took, where it is not
     what the function returned), its gradients and those of the host's model."""
     returned = made.returned[0] if isinstance(made.returned, tuple) else made.returned  # a `(loss, report)`'s loss
+    if loss is None and isinstance(returned, Mapping):  # a model's output: `{"loss": loss, "logits": logits}`
+        returned = returned_loss(returned)
     returned = returned if loss is None else loss
     return HostRun(made.moved(), _values(returned), [_values(g) for g in [*made.grads(), *extra_grads]], ran)
 

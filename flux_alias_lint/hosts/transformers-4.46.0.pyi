@@ -25,5 +25,5 @@ class Trainer:
         if self.compute_loss_func is not None:  # 3638
             loss = self.compute_loss_func(outputs, labels, num_items_in_batch=num_items_in_batch)  # 3639
         else:
-            loss = outputs["loss"]  # 3651
+            loss = outputs["loss"] if isinstance(outputs, dict) else outputs[0]  # 3651
         return (loss, outputs) if return_outputs else loss  # 3653

@@ -2,13 +2,16 @@
 as text, never imported), and the in-place writes that code makes, under a project's classes, on what they hand it.
 
 A model is Python: module constants (`DISTRIBUTION`, `RELEASES`, `MEASURED`: the release whose file the line
-numbers are of, `FILE`) and the host's classes with the statements that matter, each ending with its line in
-that release (`# 3605`); a method's `def` line also names the context of the writes in it (facts/hosts.py's
+numbers are of, `FILE`), the defaults of the settings its guards read (a `TrainingArguments` class of `name = value`,
+each with its line in the release's file of that class) and the host's classes with the statements that matter,
+each ending with its line in that release (`# 3605`); a method's `def` line also names the context of the writes in it (facts/hosts.py's
 row). A small interpreter walks a host method the way the release runs it: `x = self.m(...)` runs the
 model's `m` unless the project's class overrides it (then `x` is the override's return, and, where the
 override calls `super().m`, what the model's `m` returns too); `x = self.attr(...)` is a callable the project
 handed over (`compute_loss_func`); `model(**inputs)` is the model's `forward`; `x *= self.a.b` is an in-place
-write on every origin of `x`, its factor the setting `b`; `if` runs both branches. A parameter of the entry
+write on every origin of `x`, its factor the setting `b`; `if` runs both branches, the settings (`self.args.b`) and
+states of the host (`self.model_accepts_loss_kwargs`) its test reads the guards of the writes in them, any one of
+them possibly enough (`a and (b or c)`: the reader of a write decides which hold for its origin). A parameter of the entry
 method is an origin too (the `loss` handed to `Accelerator.backward`).
 """
 
@@ -26,6 +29,7 @@ from collections.abc import Mapping
 # (or its entry); ("parameter", name): what the project hands the entry method.
 Origin = tuple[str, str]
 _DEPTH = 4
+_SETTINGS = "TrainingArguments"  # the class of a model holding the defaults of the settings
 _LINE = re.compile(r"#\s*(\d+)(?:\s+([\w-]+))?\s*$")
 
 
@@ -48,6 +52,11 @@ class Model:
     classes: Mapping[str, Mapping[str, ast.FunctionDef]]
     contexts: Mapping[str, str]  # method → the context of the writes in it
     lines: tuple[str, ...]
+    defaults: Mapping[str, tuple[object, int]] = dataclasses.field(default_factory=dict)  # setting → (value, line)
+
+    def on_by_default(self, write: Write) -> bool:
+        """Whether every setting `write` is under is on unless the project sets it (no default: on)."""
+        return all(self.defaults.get(guard, (True, 0))[0] for guard in write.guards)
 
     def said(self, step: ModelStep) -> str:
         """ "Trainer.training_step, transformers 4.46.0 trainer.py:3605: loss *= self.args.gradient_accumulation_steps"."""
@@ -68,7 +77,7 @@ class Write:
     origin: Origin
     context: str
     factor: str  # the setting the operand reads: "gradient_accumulation_steps"
-    guards: tuple[str, ...]  # the settings it is under
+    guards: tuple[str, ...]  # the settings and host states it is under
     steps: tuple[ModelStep, ...]
 
     @property
@@ -89,8 +98,14 @@ def _read(name: str, text: str) -> Model:
     lines = tuple(text.splitlines())
     classes: dict[str, dict[str, ast.FunctionDef]] = {}
     contexts: dict[str, str] = {}
+    defaults: dict[str, tuple[object, int]] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef):
+        if isinstance(stmt, ast.ClassDef) and stmt.name == _SETTINGS:
+            for field in stmt.body:
+                match = _LINE.search(lines[field.lineno - 1])
+                assert isinstance(field, ast.Assign) and isinstance(field.value, ast.Constant) and match, field.lineno
+                defaults[ast.unparse(field.targets[0])] = (field.value.value, int(match[1]))
+        elif isinstance(stmt, ast.ClassDef):
             methods = {m.name: m for m in stmt.body if isinstance(m, ast.FunctionDef)}
             classes[stmt.name] = methods
             for method in methods.values():
@@ -107,6 +122,7 @@ def _read(name: str, text: str) -> Model:
         classes,
         contexts,
         lines,
+        defaults,
     )
 
 
@@ -161,7 +177,9 @@ class _Run:
                     self.writes.append(Write(self.model, origin, context, factor, guards, (*steps, step)))
             elif isinstance(stmt, ast.If):
                 settings = tuple(
-                    n.attr for n in ast.walk(stmt.test) if isinstance(n, ast.Attribute) and _of_args(n.value)
+                    n.attr
+                    for n in ast.walk(stmt.test)
+                    if isinstance(n, ast.Attribute) and (_of_args(n.value) or _of_self(n) and n.attr != "args")
                 )
                 branches = []
                 for branch in (stmt.body, stmt.orelse):
@@ -188,7 +206,7 @@ class _Run:
             return frozenset()  # a new tensor (`loss / k`, `loss.detach()`)
         func = node.func
         if isinstance(func, ast.Name):  # `model(**inputs)`: the model's forward
-            return frozenset({(("forward", ""), ())})
+            return frozenset({(("forward", ""), (self.model.step(method, stmt),))})
         if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
             return frozenset()
         name = func.attr
@@ -206,6 +224,11 @@ class _Run:
 def _order(value: tuple[Origin, tuple[ModelStep, ...]]) -> tuple[Origin, list[int]]:
     """Writes in one order, run after run (a set's order is not)."""
     return value[0], [step.line for step in value[1]]
+
+
+def _of_self(node: ast.Attribute) -> bool:
+    """`self.x`: a state of the host object a guard reads (`self.model_accepts_loss_kwargs`)."""
+    return isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _of_args(node: ast.expr) -> bool:
@@ -245,15 +268,47 @@ def factors(context: str) -> set[str]:
     return found
 
 
-def releases(context: str) -> tuple[str, ...]:
-    """The release ranges of the models whose `context` methods write in place."""
-    return tuple(
-        model.releases
-        for model in models()
-        if any(
-            isinstance(node, ast.AugAssign)
-            for method, said in model.contexts.items()
-            if said == context
-            for node in ast.walk(model.classes[method.partition(".")[0]][method.partition(".")[2]])
+def own_writes(model: Model) -> list[Write]:
+    """The writes of each method of `model` naming a context, run alone (the project overriding nothing)."""
+    found = []
+    for method in model.contexts:
+        cls, _, name = method.partition(".")
+        run = _Run(model, cls, {})
+        run.method(name, 0, tuple(a.arg for a in model.classes[cls][name].args.args[1:]))
+        found += run.writes
+    return found
+
+
+def releases(context: str, origin: Origin | None = None, by_default: bool = False) -> tuple[str, ...]:
+    """The release ranges of the models whose `context` methods write in place: on what `origin` is (any, if None),
+    with every setting it is under on by default where `by_default`. Adjacent ranges joined (`joined`)."""
+    return joined(
+        tuple(
+            model.releases
+            for model in models()
+            if any(
+                write.context == context
+                and origin in (None, write.origin)
+                and (not by_default or model.on_by_default(write))
+                for write in own_writes(model)
+            )
         )
     )
+
+
+def joined(ranges: tuple[str, ...]) -> tuple[str, ...]:
+    """`(">=4.49.0,<4.54.0", ">=4.54.0")` as `(">=4.49.0",)`: a range ending where another begins, joined to it."""
+    found: list[str] = []
+    for each in sorted(ranges, key=lambda r: [int(p) for p in re.findall(r"\d+", r.split(",")[0])]):
+        lower, _, upper = found[-1].partition(",") if found else ("", "", "")
+        if found and upper == "<" + each.split(",")[0].removeprefix(">="):
+            found[-1] = lower + each.removeprefix(each.split(",")[0])
+        else:
+            found.append(each)
+    return tuple(found)
+
+
+def always_under(context: str, setting: str) -> bool:
+    """Whether every write of `context`, in every model, is under `setting`: set off, it stops them all."""
+    found = [write for model in models() for write in own_writes(model) if write.context == context]
+    return bool(found) and all(setting in write.guards for write in found)

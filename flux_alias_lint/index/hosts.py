@@ -7,6 +7,8 @@ reports the captures at `return loss`), under the host's own context:
   by the world size comes before the override's own captures, so it is not this row's);
 - a `compute_loss_func=` passed to a `...Trainer(...)` call: the base `Trainer.compute_loss`
   multiplies what it returns (`transformers-compute-loss`, then `training_step`, `index/releases.py`);
+- the `forward` of a model handed to a `Trainer(model=...)`: the base `Trainer.compute_loss` takes its
+  `outputs["loss"]` (`Reach.entry`) or `outputs[0]` as the loss, which the models' writes after it reach;
 - `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`), unless `loss`
   is bound to another tensor on the way (`loss = loss.mean()`; a view of it, `loss.reshape(1)`, is still it);
 - a Composer `ComposerModel` (or `HuggingFaceModel`) subclass's `loss` method: a bare loss (`composer`), or the `'total'` entry of a
@@ -35,6 +37,7 @@ _WORDS = (
     (b"HuggingFaceModel",),
     (b"ComposerClassifier",),
     (b"ccelerator.backward(",),
+    (b"Trainer(", b"model"),  # a model handed to a Trainer: its `forward`'s loss is the base compute_loss's
 )
 # Composer's model base classes a project's model derives (`HuggingFaceModel` and `ComposerClassifier` derive
 # `ComposerModel`: llm-foundry's).
@@ -43,6 +46,8 @@ _COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel", "ComposerClassifier")
 # targets, *args, **kwargs)`, composer/models/tasks/classification.py).
 _COMPOSER_CLASSIFIER = "ComposerClassifier"
 _TRAINER_PACKAGES = ("transformers", "trl")
+# The class methods that make an instance of the class they are called on (`TinyLM.from_pretrained(path)`).
+_LOADERS = ("from_pretrained", "from_config", "_from_config")
 
 
 def hosted(data: bytes) -> bool:
@@ -137,6 +142,8 @@ class HostEvidence(Resolver):
             # `Trainer(...)`, or `super().__init__(...)` in a subclass of one (TRL's `SFTTrainer`)
             own = name == "__init__" and _of_super(node.func) and self._in_trainer(module, scope)
             trainer = name.endswith("Trainer") or own
+            if trainer:
+                self._models_handed(module, scope, node, name, own)
             for keyword in node.keywords:
                 if keyword.arg == "compute_loss_func" and trainer:
                     cls = _enclosing(scope)
@@ -172,6 +179,57 @@ class HostEvidence(Resolver):
                                 step,
                                 self._step(module, node, what),
                             )
+
+    def _models_handed(self, module: Symbols, scope: list[ast.AST], call: ast.Call, name: str, own: bool) -> None:
+        """`Trainer(model=m, ...)` (its first positional, `model_init=f` too), or `super().__init__(m, ...)` in a
+        subclass of one: the base `Trainer.compute_loss` calls `m(**inputs)` and takes its `forward`'s
+        `outputs["loss"]` (a dict, a `ModelOutput`) or `outputs[0]` (a tuple) as the loss, which the writes of
+        transformers' models under the project's Trainer class reach. Not where a `compute_loss_func` is handed
+        too (its loss is the loss then)."""
+        if any(k.arg == "compute_loss_func" for k in call.keywords):
+            return
+        cls = _enclosing(scope)
+        receiver = (module, cls) if own and cls is not None else self._trainer_class(module, call.func)
+        if receiver is not None and not self._derives(*receiver, _TRAINER_PACKAGES):
+            return
+        if receiver is None and not _imported_from(module, call.func, _TRAINER_PACKAGES, "Trainer"):
+            return  # Lightning's `Trainer(...)`, or one the index does not know
+        written = self._trainer_writes(*receiver) if receiver else writes("transformers", "Trainer.training_step")
+        written = [w for w in written if w.origin[0] == "forward"]
+        if not written:
+            return
+        given = next((k.value for k in call.keywords if k.arg == "model"), call.args[0] if call.args else None)
+        classes = self._model_classes(module, scope, given) if given is not None else []
+        init = next((k.value for k in call.keywords if k.arg == "model_init"), None)
+        if init is not None:
+            classes += self._made_by(module, scope, init, 0)
+        for class_module, model in classes:
+            for forward_module, forward in self._inherited(class_module, model, "forward", 0):
+                assert isinstance(forward, ast.FunctionDef | ast.AsyncFunctionDef)
+                for write in written:
+                    if "model_accepts_loss_kwargs" in write.guards and forward.args.kwarg is None:
+                        continue  # the release reads the flag off the forward's `**kwargs`
+                    handed = self._step(module, call, f"{model.name} is handed as the model to {name}")
+                    steps = tuple(self._step(module, call, write.model.said(step)) for step in write.steps)
+                    # `outputs["loss"]`: that entry of a returned dict; `outputs[0]`: a tuple's first element
+                    entry = "" if write.origin[1] == "0" else write.origin[1]
+                    reach = Reach(write.context, (handed, *steps), whole_return=bool(entry), entry=entry)
+                    self._reach(forward_module.path, forward, reach)
+
+    def _model_classes(
+        self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int = 0
+    ) -> list[tuple[Symbols, ast.ClassDef]]:
+        """The classes of the project `node` is an instance of, `Class.from_pretrained(...)` too."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _LOADERS:
+            return self._classes(module, node.func.value)
+        if isinstance(node, ast.Name) and depth < 2:
+            _, values = self._named(module, scope, node.id, at=node)
+            loaded = [
+                c for v in values if isinstance(v, ast.Call) for c in self._model_classes(module, scope, v, depth + 1)
+            ]
+            if loaded:
+                return loaded
+        return self._instance_of(module, scope, node, 0)
 
     def _handed_as_compute_loss_func(
         self,
@@ -226,17 +284,25 @@ class HostEvidence(Resolver):
         """Whether `cls`, or a base class of it in the project, names a base `...{suffix}` imported from one
         of `packages`: under any of the module-level imports binding its name, those under `try:`/`except
         ImportError:` or `if version...: else:` too (ms-swift's `GKDTrainer`), whatever the local name."""
-        for owner, klass in ((module, cls), *self._bases(module, cls, 0)):
-            for base in klass.bases:
-                chain = dotted(base)
-                if chain is None:
-                    continue
-                head, _, rest = chain.partition(".")
-                for target in owner.branch_imports.get(head, ()):
-                    full = f"{target}.{rest}" if rest else target
-                    if full.split(".")[0] in packages and full.rpartition(".")[2].endswith(suffix):
-                        return True
+        return any(
+            _imported_from(owner, base, packages, suffix)
+            for owner, klass in ((module, cls), *self._bases(module, cls, 0))
+            for base in klass.bases
+        )
+
+
+def _imported_from(module: Symbols, node: ast.expr, packages: tuple[str, ...], suffix: str) -> bool:
+    """Whether `node` (`Trainer`, `transformers.Trainer`) names a `...{suffix}` one of `packages` defines, under any
+    of the module-level imports binding its head."""
+    chain = dotted(node)
+    if chain is None:
         return False
+    head, _, rest = chain.partition(".")
+    for target in module.branch_imports.get(head, ()):
+        full = f"{target}.{rest}" if rest else target
+        if full.split(".")[0] in packages and full.rpartition(".")[2].endswith(suffix):
+            return True
+    return False
 
 
 def _enclosing(scope: list[ast.AST]) -> ast.ClassDef | None:

@@ -48,6 +48,9 @@ class Reach:
     # What is rescaled is the function's return value itself, which a loss function returns as its loss
     # (`handoffs.RETURNED_AS_THE_LOSS`), not the first element of a tuple it returns.
     whole_return: bool = False
+    # The entry of a returned dict the host takes as its loss, for this function alone (a model's `forward`
+    # returning `{"loss": loss, ...}` to transformers' `outputs["loss"]`); a host's own is `Host.entry`.
+    entry: str = ""
     # Said by `lint.py` from the project's declared releases and settings (`index/releases.py`): which
     # release of the host rescales and where it is pinned; a setting of the project under which the host
     # leaves this value as it is (a warning, not an error).
@@ -108,11 +111,11 @@ class Found:
             self.reached[key] = reach
             return
         first, other = (reach, old) if stronger(reach, old) else (old, reach)
-        kinds = {(r.context, r.whole_return) for r in (first, *first.also)}
+        kinds = {(r.context, r.whole_return, r.entry) for r in (first, *first.also)}
         also = list(first.also)
         for candidate in (dataclasses.replace(other, also=()), *other.also):
-            if (candidate.context, candidate.whole_return) not in kinds:
-                kinds.add((candidate.context, candidate.whole_return))
+            if (candidate.context, candidate.whole_return, candidate.entry) not in kinds:
+                kinds.add((candidate.context, candidate.whole_return, candidate.entry))
                 also.append(candidate)
         self.reached[key] = dataclasses.replace(first, also=tuple(also)) if also != list(first.also) else first
 

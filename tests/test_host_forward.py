@@ -1,0 +1,116 @@
+"""The model a project hands to transformers' Trainer (`HostEvidence._models_handed`): its `forward` is what the host
+models' `model(**inputs)` runs, so a capture of the loss it returns is reached by the writes after the base
+`compute_loss` (tests/test_host_models.py runs each shape's fixture through the real release)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from flux_alias_lint.index.project import ProjectIndex
+
+MODEL = """
+import torch
+from transformers import Trainer, TrainingArguments
+
+
+class TinyLM(torch.nn.Module):
+    def forward(self, input_ids, labels{kwargs}):
+        loss = torch.nn.functional.cross_entropy(self.head(input_ids), labels)
+        self.last_loss = loss.detach()
+        return {{"loss": loss}}
+
+    @classmethod
+    def load(cls):
+        return cls()
+
+
+def make_model():
+    return TinyLM()
+
+"""
+
+
+def _reached(main: str, kwargs: str = "") -> dict[str, tuple[str, bool, str]]:
+    """The forward's reaches: context → (the first step, whole return, entry)."""
+    source = MODEL.format(kwargs=kwargs) + textwrap.dedent(main)
+    index = ProjectIndex.of_source(source, "train.py")
+    line = source.splitlines().index(f"    def forward(self, input_ids, labels{kwargs}):") + 1
+    found = {}
+    for (_, at), reach in index.reached.items():
+        for each in (reach, *reach.also):
+            if at == line:
+                found[each.context] = (each.steps[0].what, each.whole_return, each.entry)
+    return found
+
+
+@pytest.mark.parametrize(
+    "main",
+    [
+        "Trainer(model=TinyLM(), args=TrainingArguments('out')).train()",
+        "Trainer(TinyLM(), TrainingArguments('out')).train()",
+        """
+        def main():
+            model = TinyLM()
+            Trainer(model=model, args=TrainingArguments("out")).train()
+        """,
+        """
+        def main():
+            model = TinyLM.from_pretrained("ckpt")
+            Trainer(model=model).train()
+        """,
+        "Trainer(model_init=make_model, args=TrainingArguments('out')).train()",
+        """
+        class MyTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+        MyTrainer(model=TinyLM()).train()
+        """,
+    ],
+    ids=["keyword", "positional", "a-name", "from-pretrained", "model-init", "subclass-calling-the-base"],
+)
+def test_a_model_handed_to_a_trainer_has_its_forward_reached(main: str) -> None:
+    [(context, (first, whole, entry))] = _reached(main).items()
+    assert context == "transformers-training-step"
+    assert first == "TinyLM is handed as the model to " + ("MyTrainer" if "MyTrainer" in main else "Trainer")
+    assert (whole, entry) == (True, "loss")
+
+
+@pytest.mark.parametrize(
+    "main",
+    [
+        # the subclass's compute_loss never calls the base: the forward's loss is not what the host multiplies
+        """
+        class MyTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                return model(**inputs)["logits"].sum()
+
+        MyTrainer(model=TinyLM()).train()
+        """,
+        # a compute_loss_func's loss is the loss then
+        "Trainer(model=TinyLM(), compute_loss_func=lambda outputs, labels, num_items_in_batch=None: outputs).train()",
+        # another library's Trainer (Lightning's takes no model, a project's own is no host)
+        """
+        from lightning import Trainer as LightningTrainer
+        LightningTrainer(TinyLM()).fit()
+        """,
+        """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+        Trainer(TinyLM())
+        """,
+    ],
+    ids=["own-compute-loss", "compute-loss-func", "lightning", "own-trainer"],
+)
+def test_a_model_the_base_compute_loss_does_not_take_the_loss_of_is_not_reached(main: str) -> None:
+    assert _reached(main) == {}
+
+
+def test_a_forward_taking_kwargs_is_reached_by_the_world_size_write_too() -> None:
+    # 4.57.1's `loss *= num_processes` under `model_accepts_loss_kwargs`: a `forward` with `**kwargs`
+    main = "Trainer(model=TinyLM()).train()"
+    assert set(_reached(main)) == {"transformers-training-step"}
+    assert set(_reached(main, ", **kwargs")) == {"transformers-training-step", "transformers-compute-loss"}
