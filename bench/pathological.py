@@ -62,6 +62,13 @@ def huge_dict(n: int) -> tuple[str, int]:
     return _module(lines, "    return loss, r"), 0
 
 
+def dict_then_stores(n: int) -> tuple[str, int]:
+    """A dict literal of n entries, then n statements `r["s<i>"] = loss.detach()` adding to it."""
+    lines = [*_HEAD, "    r = {", *(f'        "k{i}": loss.detach(),' for i in range(n)), "    }"]
+    lines += [f'    r["s{i}"] = loss.detach()' for i in range(n)]
+    return _module(lines, "    return loss, r"), 0
+
+
 def loss_functions(n: int) -> tuple[str, int]:
     """n module-level three-line loss functions `lossN(out)`, each reporting `l.detach()`."""
     lines = ["import torch", ""]
@@ -80,6 +87,7 @@ SHAPES: dict[str, tuple[Callable[[int], tuple[str, int]], int]] = {
     "nested_loops": (nested_loops, 10),
     "long_flat": (long_flat, 2_500),
     "huge_dict": (huge_dict, 2_500),
+    "dict_then_stores": (dict_then_stores, 2_500),
     "loss_functions": (loss_functions, 400),
 }
 
