@@ -13,13 +13,21 @@ import ast
 import sys
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import pathological  # noqa: E402
 
-from flux_alias_lint.analysis.statements import _string_literal  # noqa: E402
+from flux_alias_lint.analysis.statements import (  # noqa: E402
+    _LOOP_SLACK,
+    _MIN_WORK,
+    _WORK_PER_STATEMENT,
+    _functions_in,
+    _statement_count,
+    _string_literal,
+)
 
 SIZES = {"branches": 40, "nested_loops": 20, "long_flat": 1_000, "huge_dict": 1_000, "loss_functions": 100}
 SIZES["dict_then_stores"] = 500
@@ -140,3 +148,15 @@ def test_a_string_key_read_without_compiling_it_is_what_python_reads(token: str)
     20,000 compiles); any literal reads as Python reads it."""
     value = ast.literal_eval(token)
     assert _string_literal(token) == (value if isinstance(value, str) else None)
+
+
+@pytest.mark.parametrize("loops", [8, 16])
+def test_nested_loops_cost_the_budget_then_each_statement_once_per_enclosing_loop(loops: int) -> None:
+    """8 and 16 nested `for` loops: the work is at most the function's budget (linear in its
+    statements) and, past it, (loop depth + 1) analyses per statement (2 for the loops under way
+    when it widens); 2**depth passes over the innermost body before the budget."""
+    source, depth = pathological.nested_loops(loops)
+    (function,) = _functions_in(cst.parse_module(source))[1]
+    statements = _statement_count(function)
+    budget = _WORK_PER_STATEMENT * statements + _MIN_WORK
+    assert pathological.work_of(source).statements <= budget + _LOOP_SLACK * (depth + 1) * statements
