@@ -69,12 +69,9 @@ def test_an_alias_carried_over_iterations_is_found_past_the_work_budget(depth: i
 
 # The generated modules of issue 45, whose cost was quadratic in the module (a walk of the whole
 # module per finding, a set copied per store): their analysis' work stays within the bound stated
-# per line (times loop depth + 1), whatever the number of functions, report entries or nesting.
-GENERATED = [("loss_functions", 400), ("loss_functions", 1_600), ("long_flat", 20_000), ("nested_loops", 8)]
-GENERATED += [("nested_loops", 16)]
-
-
-@pytest.mark.parametrize(("shape", "size"), GENERATED)
+# per line (times loop depth + 1), whatever the number of functions, report entries or nesting
+# (`pathological.GENERATED`, the table `bench/pathological.py --generated` prints).
+@pytest.mark.parametrize(("shape", "size"), pathological.GENERATED)
 def test_a_generated_module_stays_within_the_work_bound_per_line(shape: str, size: int) -> None:
     source, depth = pathological.SHAPES[shape][0](size)
     work, limit = pathological.work_of(source), pathological.bound(source, depth)
