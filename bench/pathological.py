@@ -3,12 +3,14 @@
     python bench/pathological.py            # every shape, 1x to 8x
     python bench/pathological.py --scale 1 2 --shape nested_loops
     python bench/pathological.py --shape nested_loops --size 8 12 16 19
+    python bench/pathological.py --generated  # issue 45's generated modules: lines, functions, nesting, CPU per line
 
 Each shape is one loss function that made the analysis exponential or quadratic before its work
 was bounded (README, Reliability): alternating if/else blocks (2**n alias chains), nested `for`
-loops (2**depth passes over the innermost body), a long flat function of dict stores and one
-huge dict literal (quadratic container updates); and a module of many small loss functions (each
-one an unreached finding: quadratic when each finding walked the whole module). The bound is on the
+loops (2**depth passes over the innermost body), a long flat function of dict stores, one huge
+dict literal and one followed by as many stores (quadratic container updates: each store copied
+every entry); and a module of many small loss functions (each one an unreached finding: quadratic
+when each finding walked the whole module). The bound is on the
 analysis' own work counters (`analysis.Work`), which do not depend on the machine: statements
 analysed are linear in the source lines times (enclosing loops + 1) past the per-statement budget,
 and each evaluated value carries a bounded number of aliases. The seconds (CPU time of one process,
@@ -25,7 +27,13 @@ import libcst as cst
 
 from flux_alias_lint.analysis import ModuleAnalysis, Work
 from flux_alias_lint.analysis import statements as _statements
-from flux_alias_lint.analysis.statements import _ALIASES_PER_STATEMENT, _LOOP_SLACK, _MIN_WORK, _WORK_PER_STATEMENT
+from flux_alias_lint.analysis.statements import (
+    _ALIASES_PER_STATEMENT,
+    _LOOP_SLACK,
+    _MIN_WORK,
+    _WORK_PER_STATEMENT,
+    _functions_in,
+)
 from flux_alias_lint.lint import check_source
 
 _HEAD = ["import torch", "", "", "def loss_func(output_tensor, flags, batches):", "    loss = output_tensor.sum()"]
@@ -62,6 +70,13 @@ def huge_dict(n: int) -> tuple[str, int]:
     return _module(lines, "    return loss, r"), 0
 
 
+def dict_then_stores(n: int) -> tuple[str, int]:
+    """A dict literal of n entries, then n statements `r["s<i>"] = loss.detach()` adding to it."""
+    lines = [*_HEAD, "    r = {", *(f'        "k{i}": loss.detach(),' for i in range(n)), "    }"]
+    lines += [f'    r["s{i}"] = loss.detach()' for i in range(n)]
+    return _module(lines, "    return loss, r"), 0
+
+
 def loss_functions(n: int) -> tuple[str, int]:
     """n module-level three-line loss functions `lossN(out)`, each reporting `l.detach()`."""
     lines = ["import torch", ""]
@@ -80,8 +95,14 @@ SHAPES: dict[str, tuple[Callable[[int], tuple[str, int]], int]] = {
     "nested_loops": (nested_loops, 10),
     "long_flat": (long_flat, 2_500),
     "huge_dict": (huge_dict, 2_500),
+    "dict_then_stores": (dict_then_stores, 2_500),
     "loss_functions": (loss_functions, 400),
 }
+
+
+# The generated modules of issue 45 (`--generated`): (shape, size), its cost per line in one table.
+GENERATED: list[tuple[str, int]] = [("loss_functions", 400), ("loss_functions", 1_600), ("long_flat", 20_000)]
+GENERATED += [("huge_dict", 20_000), ("dict_then_stores", 10_000), ("nested_loops", 8), ("nested_loops", 16)]
 
 
 def bound(source: str, depth: int) -> Work:
@@ -111,12 +132,35 @@ def measure(shape: str, size: int) -> tuple[Work, Work, float, int, int]:
     return work_of(source), bound(source, depth), seconds, len(findings), source.count("\n")
 
 
+def generated_table(rows: list[tuple[str, int]]) -> None:
+    """Each generated module's lines, functions and loop nesting, the analysis' work and the CPU
+    seconds of a whole check (`check_source`: parse, triage, analysis, escapes), per line too."""
+    print(
+        f"{'module':24} {'lines':>7} {'functions':>9} {'nesting':>7} {'statements':>10} {'copied':>8} "
+        f"{'cpu s':>7} {'cpu ms/line':>11}"
+    )
+    for shape, size in rows:
+        source, depth = SHAPES[shape][0](size)
+        work, _, seconds, _, lines = measure(shape, size)
+        functions = len(_functions_in(cst.parse_module(source))[0])
+        print(
+            f"{f'{shape} {size}':24} {lines:>7} {functions:>9} {depth:>7} {work.statements:>10} {work.copied:>8} "
+            f"{seconds:>7.2f} {1000 * seconds / lines:>11.3f}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--size", type=int, nargs="+", help="these sizes instead of the scales")
+    parser.add_argument("--generated", action="store_true", help="the table of issue 45's generated modules")
     parser.add_argument("--shape", choices=sorted(SHAPES), nargs="+", default=list(SHAPES))
     args = parser.parse_args()
+    if args.generated:
+        check_source("x = 1\n")  # load libcst outside the timings
+        generated_table(GENERATED)
+        return
     print(
         f"bound: statements <= {_LOOP_SLACK} x ({_WORK_PER_STATEMENT} + loop depth + 1) x lines + {_MIN_WORK}, "
         f"aliases <= {_ALIASES_PER_STATEMENT} x statements"

@@ -127,7 +127,7 @@ class Calls:
                 val = join_all([v for _, v in val.items]) if val.container else val
             elif position is not None and position < len(record.fields):
                 key, position = Field(record.fields[position]), position + 1
-            result = result.with_item(key, _into_record(val), strong=key is not None)
+            result = self._with_item(result, key, _into_record(val), strong=key is not None)
         return result
 
     def _declared_return(self, func: cst.BaseExpression, env: Env) -> Declared | None:
@@ -164,15 +164,15 @@ class Calls:
         for index, arg in enumerate(node.args):
             val = self._eval(arg.value, env)
             if arg.keyword is not None:
-                result = result.with_item(arg.keyword.value, val)
+                result = self._with_item(result, arg.keyword.value, val)
             elif arg.star == "**":
                 for key, item in val.items:
-                    result = result.with_item(key, item, strong=key is not None)
+                    result = self._with_item(result, key, item, strong=key is not None)
             elif index == 0 and arg.star == "" and val.container == "dict":
                 result = dataclasses.replace(val, aliases=frozenset())
             elif index == 0 and arg.star == "" and val.container == "seq":
                 for _, pair in val.items:  # pairs: the keys are not tracked, the values are
-                    result = result.with_item(None, pair.item(1), strong=False)
+                    result = self._with_item(result, None, pair.item(1), strong=False)
         return result
 
     def _call_torch(self, name: str, node: cst.Call, env: Env) -> Val:
@@ -314,7 +314,7 @@ class Calls:
         if row is None:
             return IMMUTABLE, None
         key = _constant_index(node.args[0].value) if node.args and node.args[0].keyword is None else None
-        present = key is not None and any(k == key for k, _ in receiver.items)
+        present = receiver.has(key)
         method = _Method(receiver, row, key, present, positional, keywords)
         return GIVES[row.gives](self, node, env, method), UPDATES[row.updates](self, node, method)
 
@@ -396,27 +396,27 @@ class Calls:
     def _adds_argument(self, node: cst.Call, method: _Method) -> Val | None:
         if not method.positional:
             return None
-        return method.receiver.with_item(None, method.positional[-1], strong=False)
+        return self._with_item(method.receiver, None, method.positional[-1], strong=False)
 
     def _adds_elements(self, node: cst.Call, method: _Method) -> Val | None:
         if not method.positional:
             return None
-        return method.receiver.with_item(None, self._element_of(method.positional[0], node), strong=False)
+        return self._with_item(method.receiver, None, self._element_of(method.positional[0], node), strong=False)
 
     def _adds_entries(self, node: cst.Call, method: _Method) -> Val | None:
         updated = method.receiver
         for val in method.positional:
             for k, v in val.items:
-                updated = updated.with_item(k, v, strong=k is not None)
+                updated = self._with_item(updated, k, v, strong=k is not None)
         for k, v in method.keywords.items():
-            updated = updated.with_item(k, v)
+            updated = self._with_item(updated, k, v)
         return updated
 
     def _adds_default(self, node: cst.Call, method: _Method) -> Val | None:
         if not method.positional or method.present:
             return None
         default = method.positional[1] if len(method.positional) > 1 else IMMUTABLE
-        return method.receiver.with_item(method.key, default)
+        return self._with_item(method.receiver, method.key, default)
 
     def _removes_entry(self, node: cst.Call, method: _Method) -> Val | None:
         if not method.positional or not method.present:
@@ -445,6 +445,7 @@ class Calls:
     _is_summarised_parameter: Callable[[Val], bool]
     _qualified: Callable[[cst.BaseExpression, Env], str | None]
     _store_item: Callable[[cst.Subscript, Val, Env], None]
+    _with_item: Callable[..., Val]
     _written: Callable[[Val, cst.CSTNode, Env], None]
 
 

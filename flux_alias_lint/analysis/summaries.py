@@ -44,6 +44,7 @@ class SummaryCost(NamedTuple):
 
     statements: int
     aliases: int
+    copied: int
     lines: int
     used: frozenset[tuple[int, Library]]  # (id of the def, its library)
 
@@ -129,7 +130,7 @@ class Summaries:
             cache[key] = None  # recursion: a function calling itself gets no summary of itself
             work.charged.add(key)
             work.allow(definition.lines)
-            before, charged_before = (work.statements, work.aliases), set(work.charged)
+            before, charged_before = (work.statements, work.aliases, work.copied), set(work.charged)
             work.using.append(set())
             analysis = type(self)(definition.module, definition.library)
             analysis.work = work  # one count for the file: its stop depends on the input alone
@@ -147,6 +148,7 @@ class Summaries:
             costs[key] = SummaryCost(
                 work.statements - before[0] - sum(c.statements for c in nested),
                 work.aliases - before[1] - sum(c.aliases for c in nested),
+                work.copied - before[2] - sum(c.copied for c in nested),
                 definition.lines,
                 frozenset(used - {(key, definition.library)}),
             )
@@ -168,6 +170,7 @@ class Summaries:
             work.allow(cost.lines)
             work.statements += cost.statements
             work.aliases += cost.aliases
+            work.copied += cost.copied
             stack.extend(cost.used)
 
     def _summary(self, node: cst.FunctionDef, closure: Env) -> Summary | None:
@@ -223,8 +226,8 @@ class Summaries:
             new = self._substitute(effect, bound, node, summary.node, env)
             current = env.get(owner)
             if rest and current is not None and current.container == "record" and "." not in rest:
-                env[owner] = current.with_item(
-                    Field(rest), _into_record(new), strong=False
+                env[owner] = self._with_item(
+                    current, Field(rest), _into_record(new), strong=False
                 )  # `report.lm = ...` in a helper
                 continue
             if rest:
@@ -234,7 +237,7 @@ class Summaries:
             if current is not None and (current.container or not current.aliases):
                 merged = current if current.container else dataclasses.replace(current, container=new.container)
                 for key, item in new.items:
-                    merged = merged.with_item(key, item, strong=False)
+                    merged = self._with_item(merged, key, item, strong=False)
                 env[owner] = merged
         return result
 
@@ -381,6 +384,7 @@ class Summaries:
     _bind_parameters: Callable[[cst.FunctionDef | cst.Lambda, Env], list[str]]
     _eval: Callable[[cst.BaseExpression, Env], Val]
     _exec_block: Callable[[Sequence[cst.CSTNode], Env | None], Env | None]
+    _with_item: Callable[..., Val]
 
 
 def _is_self_attribute(node: cst.BaseExpression) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import itertools
+import typing
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -109,6 +111,9 @@ class Item(Token):
         return self[2]
 
 
+Items = Sequence[tuple[Key, "Val"]]  # a container's entries, (key, value), each known key once
+
+
 class Field(str):
     """The key of a record's field (`report.lm`): a `str`, told apart only to be shown as an attribute."""
 
@@ -193,7 +198,7 @@ class Val:
 
     aliases: frozenset[Alias] = frozenset()
     container: str | None = None  # "dict", "seq" or "record" (a dataclass or NamedTuple, by `Field`)
-    items: tuple[tuple[Key, Val], ...] = ()
+    items: Items = ()  # a tuple, or `_Entries` for a large container stored into
     immutable: bool = False  # provably a Python number/str/None: can never alias
     dtype: str | None = None
     length: int | None = None  # size of dimension 0 where known (`torch.stack([a, b])`): resolves x[-1]
@@ -208,24 +213,48 @@ class Val:
             position = self._position(key)
             if position is not None:
                 return self.items[position][1]
+        entries = self._entries()
+        if entries is not None and key is not None:  # a known key it lacks: only an unknown key's entry may be it
+            position = entries.find(None)
+            return entries[position][1] if position is not None else Val()
         found = [v for k, v in self.items if key is None or k is None]
         return join_all(found) if found else Val()
 
+    def has(self, key: Key) -> bool:
+        """Whether the known `key` has an entry of its own."""
+        return key is not None and self._position(key) is not None
+
     def _position(self, key: Key) -> int | None:
         """Where the known `key` is in `items`. Known keys are unique; a large container looks
-        them up in a `_KeyIndex` (cached on the instance), so 20,000 stores are not 20,000 scans."""
-        if len(self.items) <= _INDEXED:
+        them up in its `_Entries`, so 20,000 stores are not 20,000 scans."""
+        entries = self._entries()
+        if entries is None:
             return next((i for i, (k, _) in enumerate(self.items) if k == key), None)
-        index = self.__dict__.get("_index")
-        if index is None:
-            index = _KeyIndex(self.items)
-            object.__setattr__(self, "_index", index)
-        return index.find(key, len(self.items))
+        return entries.find(key)
+
+    def _entries(self) -> _Entries | None:
+        """The items of a large container as `_Entries` (made once from a tuple: a 20,000-entry
+        literal, a join), None for a small one or one whose keys `_Entries` cannot hold."""
+        items = self.items
+        if isinstance(items, _Entries):
+            return items
+        if len(items) <= _INDEXED:
+            return None
+        entries = self.__dict__.get("_as_entries", False)
+        if entries is False:
+            entries = _Entries.of(items)
+            object.__setattr__(self, "_as_entries", entries)
+        return entries
 
     def with_item(self, key: Key, value: Val, *, strong: bool = True) -> Val:
         """Store `value` at `key`; a weak store (unknown key) may or may not overwrite, so it joins."""
-        if key is not None and len(self.items) > _INDEXED:
-            return self._with_known_item(key, value, strong)
+        entries = self._entries() if key is not None else None
+        if entries is not None:  # a known key in a large container: appended in place, or one entry replaced
+            position = entries.find(key)
+            if position is None:
+                return dataclasses.replace(self, items=entries.appended(key, value))
+            stored = value if strong else join(entries[position][1], value)
+            return dataclasses.replace(self, items=entries.replaced(position, stored))
         strong = strong and key is not None
         items, found = [], False
         for k, v in self.items:
@@ -237,20 +266,6 @@ class Val:
         if not found:
             items.append((key, value))
         return dataclasses.replace(self, items=tuple(items))
-
-    def _with_known_item(self, key: Key, value: Val, strong: bool) -> Val:
-        """`with_item` for a known key of a large container: a lookup and a copy, no Python-level scan."""
-        position = self._position(key)
-        index: _KeyIndex = self.__dict__["_index"]
-        if position is None:
-            items = self.items + ((key, value),)
-            index = index.appended(key, len(self.items))
-        else:
-            stored = value if strong else join(self.items[position][1], value)
-            items = self.items[:position] + ((key, stored),) + self.items[position + 1 :]
-        result = dataclasses.replace(self, items=items)
-        object.__setattr__(result, "_index", index)  # the same keys at the same positions
-        return result
 
     def entered_at(self, node: cst.BaseExpression) -> Val:
         """The same value, now passed through ``node`` (its top-level aliases only)."""
@@ -268,52 +283,129 @@ class Val:
 IMMUTABLE = Val(immutable=True)
 
 
-class _KeyIndex:
-    """Positions of the known keys of a container's items, shared by the containers that extend it.
+class _Log:
+    """The entries of containers that extend one another, each appended once and shared by them all:
+    a container owns the log's first `length` entries (`_Entries`), and the one whose length is the
+    log's appends in place; any other takes a copy of its part first."""
 
-    Items are only ever appended to it by its owner (the container whose length it covers), so
-    a position below a container's own length is that container's: a shorter container sharing
-    the index still reads it right, and one that extends it otherwise takes a copy.
-    """
+    __slots__ = ("entries", "positions")
 
-    def __init__(self, items: tuple[tuple[Key, Val], ...]) -> None:
-        self.positions: dict[Key, int] = {}
-        for i, (k, _) in enumerate(items):
-            if k is not None:
-                self.positions.setdefault(k, i)
-        self.length = len(items)
+    def __init__(self, entries: list[tuple[Key, Val]], positions: dict[Key, int]) -> None:
+        self.entries = entries
+        self.positions = positions  # each key's position (keys are unique in a log)
 
-    def find(self, key: Key, length: int) -> int | None:
-        position = self.positions.get(key)
-        return position if position is not None and position < length else None
 
-    def appended(self, key: Key, length: int) -> _KeyIndex:
-        """The index of a container of `length` items with `key` appended."""
-        index = self
-        if self.length != length:  # another container already extended this one: copy its part
-            index = _KeyIndex.__new__(_KeyIndex)
-            index.positions = {k: p for k, p in self.positions.items() if p < length}
-        index.positions[key] = length
-        index.length = length + 1
-        return index
+class _Entries(Sequence[tuple[Key, Val]]):
+    """The items of a large container: the first `length` entries of a `_Log`. A store of a new key
+    appends to the log instead of copying every entry into a new tuple, which made a function of
+    20,000 `report["k<i>"] = ...` stores quadratic (in the copies, and in the collector walking each
+    fresh 20,000-entry tuple). `copied`: the entries making it copied (`Work.copied`)."""
+
+    __slots__ = ("_log", "_length", "copied")
+
+    def __init__(self, log: _Log, length: int, copied: int) -> None:
+        self._log, self._length, self.copied = log, length, copied
+
+    @classmethod
+    def of(cls, items: Sequence[tuple[Key, Val]]) -> _Entries | None:
+        """These items in a log of their own; None when a key repeats (a sequence's unknown
+        positions after a starred element are all None: only the scan of `with_item` joins them)."""
+        positions = {k: i for i, (k, _) in enumerate(items)}
+        if len(positions) != len(items):
+            return None
+        return cls(_Log(list(items), positions), len(items), len(items))
+
+    def find(self, key: Key) -> int | None:
+        position = self._log.positions.get(key)
+        return position if position is not None and position < self._length else None
+
+    def appended(self, key: Key, value: Val) -> _Entries:
+        """These entries and `value` at the new `key` after them."""
+        log, copied = self._log, 1
+        if len(log.entries) != self._length:  # another container extended this one already: copy our part
+            log = _Log(log.entries[: self._length], {k: p for k, p in log.positions.items() if p < self._length})
+            copied += self._length
+        log.positions[key] = len(log.entries)
+        log.entries.append((key, value))
+        return _Entries(log, self._length + 1, copied)
+
+    def replaced(self, position: int, value: Val) -> _Entries:
+        """These entries with the one at `position` holding `value`: a copy (the log's entries are never changed)."""
+        entries = self._log.entries[: self._length]
+        entries[position] = (entries[position][0], value)
+        positions = {k: p for k, p in self._log.positions.items() if p < self._length}
+        return _Entries(_Log(entries, positions), self._length, self._length)
+
+    def prefix_of(self, other: _Entries) -> bool:
+        """Whether `other` holds these entries and perhaps more after them (the same log)."""
+        return self._log is other._log and self._length <= other._length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[tuple[Key, Val]]:
+        return itertools.islice(self._log.entries, self._length)
+
+    @typing.overload
+    def __getitem__(self, index: int) -> tuple[Key, Val]: ...
+
+    @typing.overload
+    def __getitem__(self, index: slice) -> tuple[tuple[Key, Val], ...]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[Key, Val] | tuple[tuple[Key, Val], ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        return self._log.entries[index % self._length]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Entries):
+            return self._length == other._length and (self._log is other._log or tuple(self) == tuple(other))
+        return tuple(self) == other if isinstance(other, tuple) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+def copies(before: Val, after: Val) -> int:
+    """The entries `after = before.with_item(...)` copied: every one of a new tuple; for `_Entries`,
+    its own count, and `before`'s tuple if it was made from one."""
+    if isinstance(after.items, _Entries):
+        return after.items.copied + (0 if isinstance(before.items, _Entries) else len(before.items))
+    return len(after.items)
 
 
 def join(a: Val, b: Val) -> Val:
     if a is b:
         return a
-    items: dict[Key, Val] = {}
-    for k, v in a.items + b.items:
-        items[k] = join(items[k], v) if k in items else v
     return Val(
         aliases=a.aliases | b.aliases,
         container=a.container or b.container,
-        items=tuple(items.items()),
+        items=_joined_items(a.items, b.items),
         immutable=a.immutable and b.immutable,
         dtype=a.dtype if a.dtype == b.dtype else None,
         length=a.length if a.length == b.length else None,
         tensor=a.tensor or b.tensor,
         function=a.function if a.function is b.function else None,
     )
+
+
+def _joined_items(a: Items, b: Items) -> Items:
+    """The entries of either, those of one key joined. Two branches of which one only added entries
+    to a large container share its log: the longer is the join, found without a walk over it."""
+    if isinstance(a, _Entries) and isinstance(b, _Entries):
+        if a.prefix_of(b):
+            return b
+        if b.prefix_of(a):
+            return a
+    items: dict[Key, Val] = {}
+    for k, v in itertools.chain(a, b):
+        items[k] = join(items[k], v) if k in items else v
+    return tuple(items.items())
 
 
 def _merge_aliases(aliases: frozenset[Alias]) -> frozenset[Alias]:
