@@ -27,6 +27,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from ..facts.reports import AUGMENTED_METHODS, KEEPING_KINDS
+from ..facts.storage import CONTAINER_METHODS, Updates
 from ..facts.tensor_ops import DETACH_ATTRIBUTES, AliasKind, leaves_unchanged
 from ..rules import CAPTURE_CODE
 from .values import (
@@ -65,7 +66,13 @@ class CaptureTracking:
     def _escapes(self, target: cst.BaseExpression, env: Env) -> bool:
         """Whether the object `target` names (`self.x`, `metrics`, `LOG[k]`) is reachable after the
         function returns: a module global, a closure variable, a parameter or something read from one."""
-        while isinstance(target, (cst.Attribute, cst.Subscript)):
+        while isinstance(target, (cst.Attribute, cst.Subscript, cst.Call)):
+            if isinstance(target, cst.Call):  # `LOG.setdefault(k, [])`: the entry `LOG` holds from then on
+                holder = entry_holder(target)
+                if holder is None:
+                    return False
+                target = holder
+                continue
             target = target.value
         return isinstance(target, cst.Name) and self._escapes_name(target.value, env)
 
@@ -280,6 +287,15 @@ class CaptureTracking:
     _backprop_source: Callable[[cst.BaseExpression | None, Val], str]
     _rebound_names: Callable[[cst.FunctionDef], frozenset[str]]
     _keep_in_summary: Callable[[str, Val], None]
+
+
+def entry_holder(call: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`report` of `report.setdefault(k, [])`: the container a call gives the entry of, where the entry
+    is held from then on (`facts.storage.Updates.ADDS_DEFAULT`), else None."""
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+        return None
+    row = CONTAINER_METHODS.get(call.func.attr.value)
+    return call.func.value if row is not None and row.updates is Updates.ADDS_DEFAULT else None
 
 
 def _entry_source(module: cst.Module, node: cst.BaseExpression | None, key: str) -> str:
