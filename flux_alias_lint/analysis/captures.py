@@ -165,7 +165,10 @@ class CaptureTracking:
         written = env.get(WRITTEN)
         # A report is a dict or a record (as for FAL001-FAL004): a returned pair of lists is no report.
         if written is not None and report.container in ("dict", "record"):
-            entries = [a for _, leaf in _leaves(report) for a in leaf.aliases]
+            entries: dict[tuple, list[Alias]] = {}  # the report's entries by their storage token
+            for _, leaf in _leaves(report):
+                for a in leaf.aliases:
+                    entries.setdefault(tuple(a.token), []).append(a)
             loss_function: bool | None = None  # asked once, of the first entry a write does not reach through the loss
             for path, leaf in _leaves(report):
                 for alias in leaf.aliases & written.aliases:
@@ -321,13 +324,16 @@ def _write_to(writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], backprop:
 
 
 def _write_past(
-    writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], entries: list[Alias]
+    writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], entries: dict[tuple, list[Alias]]
 ) -> tuple[cst.CSTNode | None, frozenset[Alias]]:
     """The first of a kept report entry's writes that does not go through an entry of the report (the entry
     itself or a part of it: `target["boxes"][:, 0::2] -= left` is the report updated, not a value it kept),
-    with the storage it writes."""
+    with the storage it writes. `entries`: the report's, by their storage token."""
     for node, written in writes.values():
-        if not all(any(_through(w, e) for e in entries) for w in written):
+        if not all(
+            any(_through(w, e) for n in range(1, len(w.token) + 1) for e in entries.get(tuple(w.token[:n]), ()))
+            for w in written
+        ):
             return node, written
     return None, frozenset()
 
