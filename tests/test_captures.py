@@ -154,3 +154,118 @@ def test_what_a_helper_keeps_is_captured_at_its_call(call: str, place: str | Non
     for enabled in (True, False):  # the triage keeps the unit whenever the analysis flags it
         monkeypatch.setattr(triage, "ENABLED", enabled)
         assert _captures(source) == ([place] if place else []), enabled
+
+
+# FAL005 `in-function` for a report entry kept with a detach or a conversion: any in-place write to storage it shares,
+# in a loss function (issue 46), not only a write to the returned loss. Each case: the body before the return, the
+# return, the report paths flagged.
+IN_A_LOSS_FUNCTION = textwrap.dedent(
+    """
+    import torch
+
+
+    {decorator}
+    def loss_func(output_tensor, w=0.5):
+        ce = torch.sum(output_tensor)
+        kl = torch.mean(output_tensor)
+        {body}
+        return {returned}
+    {hand_off}
+    """
+)
+HAND_OFF = "\n\ndef forward_step(data_iterator, model):\n    return model(next(data_iterator)), loss_func\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "returned", "flagged"),
+    [
+        ('metrics = {"ce": ce.detach()}; ce *= w', "ce + kl, metrics", ['report["ce"]']),
+        ('metrics = {"ce": ce.float()}; ce.mul_(w)', "ce + kl, torch.ones(1), metrics", ['report["ce"]']),
+        ('metrics = {"ce": ce.detach().clone()}; ce *= w', "ce + kl, metrics", []),  # a copy
+        ('metrics = {"ce": ce.detach()}; kl *= w', "ce + kl, metrics", []),  # shares nothing with it
+        ('metrics = {"ce": ce.detach()}', "ce + kl, metrics", []),  # written nowhere
+        # The entry is the tensor itself, written through it: the report updated (a transform's target).
+        ('d = ce.detach(); metrics = {"ce": d}; d *= w', "ce + kl, metrics", []),
+        ('metrics = {"ce": ce.detach()}; ce *= w', "ce + kl, {'n': 1}", []),  # not the report returned
+        # The caller's input written: a data transform does that too, so it takes a host's call (below).
+        ('metrics = {"out": output_tensor.detach()}; output_tensor.mul_(w)', "ce + kl, metrics", []),
+    ],
+)
+@pytest.mark.parametrize("triaged", [True, False])
+def test_a_kept_entry_written_in_a_loss_function(
+    body: str, returned: str, flagged: list[str], triaged: bool, monkeypatch: pytest.MonkeyPatch
+):
+    from flux_alias_lint import triage
+
+    monkeypatch.setattr(triage, "ENABLED", triaged)  # the triage keeps the unit whenever the analysis flags it
+    source = IN_A_LOSS_FUNCTION.format(decorator="", body=body, returned=returned, hand_off="")
+    assert _captures(source) == flagged
+
+
+def test_a_write_to_the_input_is_a_finding_where_a_host_calls_the_loss_function():
+    body = 'metrics = {"out": output_tensor.detach()}; output_tensor.mul_(w)'
+    source = IN_A_LOSS_FUNCTION.format(decorator="", body=body, returned="ce + kl, metrics", hand_off=HAND_OFF)
+    [finding] = [f for f in check_source(source) if f.code == "FAL005"]
+    assert (finding.report_path, finding.context) == ('report["out"]', "megatron")
+
+
+def test_a_function_without_gradients_is_no_loss_function_by_its_shape():
+    source = IN_A_LOSS_FUNCTION.format(
+        decorator="@torch.no_grad()",
+        body='metrics = {"ce": ce.detach()}; ce *= w',
+        returned="ce + kl, metrics",
+        hand_off="",
+    )
+    assert _captures(source) == []
+    assert _captures(source.replace("@torch.no_grad()", "")) == ['report["ce"]']
+
+
+TRANSFORM = textwrap.dedent(
+    """
+    import torch
+
+
+    class RandomCrop(torch.nn.Module):
+        def forward(self, image, target):
+            {body}
+            return image[..., 1:] * torch.ones(1), {returned}
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "returned", "flagged"),
+    [
+        # MLPerf's crop with the boxes detached first: written through the entry that holds them.
+        ('boxes = target["boxes"][target["keep"]].detach(); target["boxes"] = boxes; target["boxes"][:, 0::2] -= 1',
+         "target", []),
+        ('boxes = target["boxes"].detach(); target["boxes"] = boxes; boxes.clamp_(min=0)', "target", []),
+        # Its own dict keeping a detach of its input, the input then written: not a loss function by its shape.
+        ('out = {"orig": target["boxes"].detach()}; target["boxes"].clamp_(min=0)', "out", []),
+        # A copy of the boxes kept on the target, the boxes then cropped: a capture on a parameter, as before.
+        ('boxes = target["boxes"].detach(); target["orig"] = boxes.detach(); boxes[:, 0::2] -= 1', "target",
+         ['target["orig"]']),
+    ],
+)  # fmt: skip
+def test_a_data_transform_updating_its_target(body: str, returned: str, flagged: list[str]):
+    assert _captures(TRANSFORM.format(body=body, returned=returned)) == flagged
+
+
+def test_a_kept_value_written_through_a_part_of_it_is_on_purpose():
+    # `d` kept on `self`, then one of its elements written through `d`: the code updates what it kept.
+    source = textwrap.dedent(
+        """
+        import torch
+
+
+        class Model:
+            def step(self, x):
+                loss = x.sum(0)
+                d = loss.detach()
+                self.kept = d
+                d[0] *= 2
+                return loss.sum()
+        """
+    )
+    assert _captures(source) == []
+    assert _captures(source.replace("d[0] *= 2", "loss[0] *= 2")) == ["self.kept"]

@@ -33,6 +33,12 @@ def _context(finding) -> str:
     return "" if finding.context == "unreached" else f" {finding.context}"
 
 
+def _made_by_a_helper(finding) -> bool:
+    """A report entry a helper made, shown at its call (`parts = helper(x)`): no copy fits there, the fix goes
+    into the helper (the message says where it was made)."""
+    return not finding.fixable and ", made in `" in finding.message
+
+
 # ------------------------------------------------------------------ the corpus itself
 
 
@@ -67,7 +73,9 @@ def test_checker_fixture(case: CheckerCase):
     check_source = api("check_source")
     findings = check_source(case.source().text, case.id)
     assert _format(findings) == case.expected()
-    assert all(f.fixable for f in findings), "every finding in the corpus can be fixed by adding a clone"
+    assert all(f.fixable or _made_by_a_helper(f) for f in findings), (
+        "every finding in the corpus but a helper's can be fixed by adding a clone"
+    )
     assert all(f.path == case.id for f in findings)
 
 
@@ -104,6 +112,7 @@ def test_fix_leaves_positive_fixture_clean(case: CheckerCase):
     fix_source = api("fix_source")
     check_source = api("check_source")
     fixed = fix_source(case.source().text)
-    assert fixed != case.source().text
-    assert _format(check_source(fixed, case.id)) == []
+    left = [f for f in check_source(case.source().text, case.id) if _made_by_a_helper(f)]
+    assert (fixed != case.source().text) or left
+    assert _format(check_source(fixed, case.id)) == _format(left)
     assert fix_source(fixed) == fixed, "the fix is not idempotent"

@@ -263,9 +263,16 @@ def test_fixer_pair_is_honest(pair: FixerPair):
     assert_same_training(before, after)
 
 
-_FIXABLE = [(c.id, c.source_path) for c in CHECKER_CASES if c.kind() is Kind.POSITIVE] + [
-    (p.id, p.in_path) for p in FIXER_PAIRS if p.kind() is Kind.POSITIVE
-]
+def _all_fixable(path: pathlib.Path) -> bool:
+    """Whether `fix_source` can edit every finding of `path`: one shown at a helper's call (a report the helper
+    made, `parts = helper(x)`) has no expression there to copy, and its fix goes into the helper
+    (tests/test_fixtures.py requires that of every other finding)."""
+    return all(f.fixable for f in api("check_source")(read_source(path).text, str(path)))
+
+
+_FIXABLE = [
+    (c.id, c.source_path) for c in CHECKER_CASES if c.kind() is Kind.POSITIVE and _all_fixable(c.source_path)
+] + [(p.id, p.in_path) for p in FIXER_PAIRS if p.kind() is Kind.POSITIVE]
 
 
 @pytest.mark.parametrize("path", [path for _, path in _FIXABLE], ids=[fid for fid, _ in _FIXABLE])

@@ -43,6 +43,7 @@ from ..facts.tensor_ops import (
     writes_in_place,
 )
 from ..library import Library
+from .captures import entry_holder
 from .statements import _constant_index
 from .values import (
     IMMUTABLE,
@@ -304,6 +305,14 @@ class Calls:
             env[owner] = updated
         elif isinstance(target, cst.Subscript):
             self._store_item(target, updated, env)
+        elif (holder := entry_holder(target)) is not None:  # `report.setdefault(k, []).append(v)`
+            assert isinstance(target, cst.Call)
+            name = dotted_name(holder)
+            current = env.get(name) if name is not None else None
+            if current is not None and current.container == "dict":
+                arg = target.args[0] if target.args and target.args[0].keyword is None else None
+                key = _constant_index(arg.value) if arg is not None else None
+                self._write_back(holder, current.with_item(key, updated, strong=key is not None), env)
 
     def _container_method(
         self, receiver: Val, name: str, node: cst.Call, env: Env, positional: list[Val], keywords: dict[str, Val]

@@ -7,14 +7,16 @@ after the function returns (an attribute of `self`, a parameter, a module global
 captured is kept in the environment itself (under keys no name can be), so branches and loops keep
 captures apart as they keep names apart, and a capture made after a write is never changed by it.
 
-Two writers change a capture: an in-place write later in the same function (`x *= k`, `x.mul_(k)`,
-see `facts.tensor_ops.writes_in_place`) to storage a captured alias overlaps (for a report's entry,
-only a write to the returned loss or an alias of it: anything else is the report being updated),
-and the rescale of the returned loss by whoever calls the function (only a finding where the
-project shows Megatron or an in-place caller doing it: `proof_needed`). The returned loss is the
-first element of a returned `(loss, report)`, or a bare returned value, which only a reach of its
-own proves rescaled (`whole_return`: a loss function returning that value as its loss,
-`index.handoffs.RETURNED_AS_THE_LOSS`). Copies (`.clone()`, `.item()`, arithmetic) have storage of
+Two writers change a capture. An in-place write later in the same function (`x *= k`, `x.mul_(k)`,
+see `facts.tensor_ops.writes_in_place`) to storage a captured alias overlaps, unless it writes through
+the kept value itself; for a report's entry, a write to the returned loss or an alias of it, or, for an
+entry kept with a detach or a conversion, any write in a loss function (`_returns_a_loss`, else only
+where a host's call proves it) that does not go through the report's own entries (those are the report
+being updated, as a data transform crops the target it returns). And the rescale of the returned loss
+by whoever calls the function (only a finding where the project shows Megatron or an in-place caller
+doing it: `proof_needed`). The returned loss is the first element of a returned `(loss, report)`, or
+a bare returned value, which only a reach of its own proves rescaled (`whole_return`: a loss function
+returning that value as its loss, `index.handoffs.RETURNED_AS_THE_LOSS`). Copies (`.clone()`, `.item()`, arithmetic) have storage of
 their own, and rebinding a name is no write, so neither ever reaches a capture.
 """
 
@@ -25,16 +27,19 @@ from collections.abc import Callable
 import libcst as cst
 
 from ..facts.reports import AUGMENTED_METHODS, KEEPING_KINDS
+from ..facts.storage import CONTAINER_METHODS, Updates
 from ..facts.tensor_ops import DETACH_ATTRIBUTES, AliasKind, leaves_unchanged
 from ..rules import CAPTURE_CODE
 from .values import (
     Alias,
     Env,
     Free,
+    Item,
     Key,
     Param,
     RawFinding,
     Site,
+    Token,
     Val,
     _leaves,
     _overlap,
@@ -61,7 +66,13 @@ class CaptureTracking:
     def _escapes(self, target: cst.BaseExpression, env: Env) -> bool:
         """Whether the object `target` names (`self.x`, `metrics`, `LOG[k]`) is reachable after the
         function returns: a module global, a closure variable, a parameter or something read from one."""
-        while isinstance(target, (cst.Attribute, cst.Subscript)):
+        while isinstance(target, (cst.Attribute, cst.Subscript, cst.Call)):
+            if isinstance(target, cst.Call):  # `LOG.setdefault(k, [])`: the entry `LOG` holds from then on
+                holder = entry_holder(target)
+                if holder is None:
+                    return False
+                target = holder
+                continue
             target = target.value
         return isinstance(target, cst.Name) and self._escapes_name(target.value, env)
 
@@ -105,8 +116,12 @@ class CaptureTracking:
         for alias in captured.aliases if captured is not None else ():
             if not _kept(alias):
                 continue  # `.data` kept and written here: a buffer shared on purpose
-            # Written through the captured value itself (`d = loss.detach(); log.append(d); d *= k`): on purpose.
-            if any(_overlap(alias, w) and _relative_kind(alias, w) is not AliasKind.SAME for w in written.aliases):
+            # Written through the captured value itself or a part of it (`d = loss.detach(); log.append(d);
+            # d *= k`, `target["boxes"] = boxes.detach(); target["boxes"][:, 0::2] -= left`): on purpose.
+            if any(
+                _overlap(alias, w) and _relative_kind(alias, w) is not AliasKind.SAME and not _through(w, alias)
+                for w in written.aliases
+            ):
                 self._capture_finding(alias, self._places[alias], node, proof_needed=False, tensor=True)
         # A write through the container holding the entry (`report[k] += v`) is the container's own
         # update, as a write through a kept value is: it marks the entries of every other container.
@@ -150,12 +165,39 @@ class CaptureTracking:
         written = env.get(WRITTEN)
         # A report is a dict or a record (as for FAL001-FAL004): a returned pair of lists is no report.
         if written is not None and report.container in ("dict", "record"):
+            entries: dict[tuple, list[Alias]] = {}  # the report's entries by their storage token
+            for _, leaf in _leaves(report):
+                for a in leaf.aliases:
+                    entries.setdefault(tuple(a.token), []).append(a)
+            loss_function: bool | None = None  # asked once, of the first entry a write does not reach through the loss
             for path, leaf in _leaves(report):
                 for alias in leaf.aliases & written.aliases:
                     write = _write_to(self._writes[alias], backprop)
+                    proof_needed = False
+                    if write is None and _kept(alias, data=True):
+                        # Another tensor the kept entry shares storage with: a bug in a loss function only,
+                        # and only where the write does not go through the report's own entries.
+                        write, storage = _write_past(self._writes[alias], entries)
+                        if write is not None and loss_function is None:
+                            loss_function = self._returns_a_loss(backprop, report)
+                        # A write to what the caller handed in (a transform's input) needs a host's call too.
+                        proof_needed = not loss_function or _handed_in(Val(storage))
                     if write is not None:
-                        self._capture_finding(alias, render_path(path), write, proof_needed=False, tensor=True)
+                        self._capture_finding(alias, render_path(path), write, proof_needed=proof_needed, tensor=True)
         self._captures_of_loss(backprop, node, env, whole_return=False)
+
+    def _returns_a_loss(self, backprop: Val, report: Val) -> bool:
+        """Whether `return backprop, report` is a loss function's: a tensor with a gradient and a report the
+        function made, each of its own making. A data transform hands back what it was given (`return image,
+        target` after cropping `target["boxes"]`), and so is a loss function only where a host calls it as one
+        (the finding's `proof_needed`)."""
+        return (
+            self._may_be_tensor(backprop)
+            and not self._without_grad()
+            and not all(a.detached for a in backprop.aliases)
+            and not _handed_in(backprop)
+            and not _handed_in(report)
+        )
 
     def _captures_of_loss(
         self, backprop: Val, node: cst.BaseExpression | None, env: Env, *, whole_return: bool
@@ -250,6 +292,15 @@ class CaptureTracking:
     _keep_in_summary: Callable[[str, Val], None]
 
 
+def entry_holder(call: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`report` of `report.setdefault(k, [])`: the container a call gives the entry of, where the entry
+    is held from then on (`facts.storage.Updates.ADDS_DEFAULT`), else None."""
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+        return None
+    row = CONTAINER_METHODS.get(call.func.attr.value)
+    return call.func.value if row is not None and row.updates is Updates.ADDS_DEFAULT else None
+
+
 def _entry_source(module: cst.Module, node: cst.BaseExpression | None, key: str) -> str:
     """The expression a returned dict display gives for `key` (`total` in `{"total": total}`), else ""."""
     for element in node.elements if isinstance(node, cst.Dict) else ():
@@ -270,6 +321,43 @@ def _write_to(writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], backprop:
         if any(_overlap(w, b) for w in written for b in backprop.aliases):
             return node
     return None
+
+
+def _write_past(
+    writes: dict[int, tuple[cst.CSTNode, frozenset[Alias]]], entries: dict[tuple, list[Alias]]
+) -> tuple[cst.CSTNode | None, frozenset[Alias]]:
+    """The first of a kept report entry's writes that does not go through an entry of the report (the entry
+    itself or a part of it: `target["boxes"][:, 0::2] -= left` is the report updated, not a value it kept),
+    with the storage it writes. `entries`: the report's, by their storage token."""
+    for node, written in writes.values():
+        if not all(
+            any(_through(w, e) for n in range(1, len(w.token) + 1) for e in entries.get(tuple(w.token[:n]), ()))
+            for w in written
+        ):
+            return node, written
+    return None, frozenset()
+
+
+def _through(written: Alias, held: Alias) -> bool:
+    """Whether `written` is `held` or a part of it: the same storage reached by the same operations, and more."""
+    n = len(held.ops)
+    return (
+        written.token[: len(held.token)] == held.token
+        and written.ops[:n] == held.ops
+        and not any(op.widened for op in held.ops)
+    )
+
+
+def _handed_in(val: Val) -> bool:
+    """Whether every storage `val` may be is the caller's or a global's (a parameter, a name the
+    function does not bind, an entry of one): nothing of the function's own making."""
+    return bool(val.aliases) and all(isinstance(_root(a.token), (Param, Free)) for a in val.aliases)
+
+
+def _root(token: Token) -> Token:
+    while isinstance(token, Item):
+        token = token.base
+    return token
 
 
 def _leaves_unchanged(node: cst.CSTNode, module: cst.Module) -> bool:

@@ -27,6 +27,7 @@ from .values import (
     _leaves,
     _overlap,
     _relative_kind,
+    made_by_helper,
     render_path,
 )
 
@@ -81,6 +82,7 @@ class Returns:
                     self._functions[-1],
                     leaf_proof_needed,
                     returned=len(keys),
+                    made_by_helper=made_by_helper(alias),
                 )
                 if old is not None:
                     finding = dataclasses.replace(

@@ -217,7 +217,10 @@ class Summaries:
         keeps captured."""
         bound = self._bound(summary, node, receiver, env)
         self._apply_kept(summary, bound, node, env)
-        result = self._substitute(summary.returns, bound, node, summary.node, env)
+        # A dict the helper returns holds what the caller takes apart by key (`parts = helper(x)`, then
+        # `return parts["loss"], parts["report"]`): what the helper made in it is shown at the call.
+        shown = node if summary.returns.container == "dict" else None
+        result = self._substitute(summary.returns, bound, node, summary.node, env, shown)
         for name, effect in summary.effects.items():
             head, _, rest = name.partition(".")
             owner = bound.get(head, (None, None))[1]
@@ -293,13 +296,20 @@ class Summaries:
             self._kept_here[place] = Val(aliases) if before is None else Val(before.aliases | aliases)
 
     def _substitute(
-        self, val: Val, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
+        self,
+        val: Val,
+        bound: dict[str, tuple[Val, str | None]],
+        call: cst.Call,
+        helper: cst.FunctionDef,
+        env: Env,
+        shown: cst.Call | None = None,
     ) -> Val:
         """A value of the summary in the caller's terms: parameters become the arguments, what the
-        helper allocated becomes an allocation at the call (a new one per call site)."""
-        parts = [self._substitute_alias(alias, bound, call, helper, env) for alias in val.aliases]
+        helper allocated becomes an allocation at the call (a new one per call site), shown at `shown`
+        where a finding names it (None: nowhere in the caller, and so never a finding)."""
+        parts = [self._substitute_alias(alias, bound, call, helper, env, shown) for alias in val.aliases]
         if val.container or val.items or val.immutable or not parts:
-            items = tuple((k, self._substitute(v, bound, call, helper, env)) for k, v in val.items)
+            items = tuple((k, self._substitute(v, bound, call, helper, env, shown)) for k, v in val.items)
             parts.append(
                 Val(
                     container=val.container,
@@ -313,7 +323,13 @@ class Summaries:
         return join_all(parts)
 
     def _substitute_alias(
-        self, alias: Alias, bound: dict[str, tuple[Val, str | None]], call: cst.Call, helper: cst.FunctionDef, env: Env
+        self,
+        alias: Alias,
+        bound: dict[str, tuple[Val, str | None]],
+        call: cst.Call,
+        helper: cst.FunctionDef,
+        env: Env,
+        shown: cst.Call | None = None,
     ) -> Val:
         token = alias.token
         if isinstance(token, Param) and token.function == id(helper):
@@ -333,7 +349,7 @@ class Summaries:
             dtype, length = base.dtype if keeps_dtype else None, base.length if same_shape else None
             return Val(derived, dtype=dtype, length=length, tensor=tensor)
         if isinstance(token, Item):
-            inner = self._substitute_alias(Alias(token.base), bound, call, helper, env)
+            inner = self._substitute_alias(Alias(token.base), bound, call, helper, env, shown)
             if inner.container:
                 return inner.item(token.key)
             return Val(
@@ -350,8 +366,8 @@ class Summaries:
             if owner is not None and rest:
                 return Val(frozenset({Alias(Free(f"{owner}.{rest}"), alias.ops, None, True, alias.via_record)}))
         # Allocated inside the helper (or a global of its module): a new object at each call site,
-        # with no expression in the caller to put a copy after.
-        return Val(frozenset({Alias(Site(id(call), self._passes, token), alias.ops, None, False, alias.via_record)}))
+        # with no expression in the caller to put a copy after (the call at most shows it).
+        return Val(frozenset({Alias(Site(id(call), self._passes, token), alias.ops, shown, False, alias.via_record)}))
 
     def _is_summarised_parameter(self, val: Val) -> bool:
         """A parameter of the helper being summarised (never a container of the caller's own)."""

@@ -492,6 +492,15 @@ class RawFinding:
     # The length of the returned tuple, 2 `(loss, report)` or 3 `(loss, num_tokens, report)`: what Megatron
     # does to the loss depends on it (0: not known, a capture).
     returned: int = 0
+    # The entry is a call of the project's helper that made the value (`parts = helper(x)`, then `return
+    # parts["loss"], parts["report"]`): no copy fits at the call, the fix goes into the helper.
+    made_by_helper: bool = False
+
+
+def made_by_helper(alias: Alias) -> bool:
+    """Whether `alias` is storage a summarised helper allocated, shown at its call (`Site.within`)."""
+    token = alias.token
+    return isinstance(token, Site) and len(token) == 4 and alias.entry is not None and token.node == id(alias.entry)
 
 
 def render_path(path: Sequence[Key]) -> str:

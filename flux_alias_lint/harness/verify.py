@@ -235,18 +235,20 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _flagged_paths(execution: Execution, key: int, pattern: str) -> list[str]:
+def _flagged_paths(execution: Execution, key: int, pattern: str, made_by_helper: bool = False) -> list[str]:
     """The report paths of the tensors the flagged entry put there, in an execution that returned.
 
     A tensor is the flagged value if the entry produced it (or the container it is in), or if it
     shares the storage of a tensor the entry produced: an entry handed to a helper that builds the
-    report (`make_report(loss)`) reaches it as the helper's `loss.detach()`. Paths that match the
-    finding's own report path come first.
+    report (`make_report(loss)`) reaches it as the helper's `loss.detach()`. `made_by_helper`: the entry
+    is a helper's call whose dict holds the report's values (`RawFinding.made_by_helper`), so every
+    tensor in what it produced is. Paths that match the finding's own report path come first.
     """
     report = execution.outputs[-1]
     values = execution.marks.get(key, ())
     where = paths_to(report, {id(value) for value in values}) if values else []
-    storages = {_storage(value) for value in values if torch.is_tensor(value)} - {0}
+    tensors = [t for value in values for _, t in report_tensors(value)] if made_by_helper else values
+    storages = {_storage(value) for value in tensors if torch.is_tensor(value)} - {0}
     paths = [
         render_path(path)
         for path, tensor in report_tensors(report)
@@ -538,7 +540,10 @@ def _verify_reports(
                 for key in pending
                 if (
                     paths := _flagged_paths(
-                        execution, entries[id(items[key].raw.entry)], items[key].finding.report_path
+                        execution,
+                        entries[id(items[key].raw.entry)],
+                        items[key].finding.report_path,
+                        items[key].raw.made_by_helper,
                     )
                 )
             }

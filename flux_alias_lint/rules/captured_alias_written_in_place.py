@@ -74,10 +74,15 @@ Copies (`.clone()`, `.item()`, `float()`, arithmetic, `torch.cat`) and rebinding
 are not flagged, nor is a write that changes no value (`mul_(1)`, `div_(1)`, `*= 1`, `add_(0)`,
 `-= 0`), nor a `.data` written in the function itself (a buffer shared on purpose; `.data` of the
 returned loss a caller rescales is flagged as `.detach()` is), nor a capture made after the write,
-nor an entry updated through the container holding it (`metrics[k] += v`), nor a report entry written in the function by anything but the
-returned loss or an alias of it (a transform cropping its returned `target["boxes"]` in place is
-updating its report). A write in the function itself is an error whoever calls it (context
-`in-function`); the others follow their context, as for FAL001. The tensor itself kept in a list or on an
+nor an entry updated through the container holding it (`metrics[k] += v`), nor a write through the
+kept value itself or through an entry of the returned report (a transform cropping the
+`target["boxes"]` it returns in place is updating its report). A report entry is changed by a write to
+the returned loss or an alias of it, and, kept with `.detach()` or a conversion, by a write to any
+tensor it shares storage with in a loss function (`metrics = {"ce": ce.detach()}; ce *= w; return
+ce + kl, metrics` logs the weighted value under "ce"): one returning a tensor and a report of its own
+making, or one a host calls as its loss function, which alone makes a write to what the function was
+handed (its input, as a data transform writes) a finding. A write in the function itself is an error
+whoever calls it (context `in-function`); the others follow their context, as for FAL001. The tensor itself kept in a list or on an
 attribute and then updated in place by the function is taken to be on purpose (a buffer).
 
 ## Why is this bad?
