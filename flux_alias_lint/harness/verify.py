@@ -377,6 +377,8 @@ def _judge(
         under = f"under {settings.model()}" if settings.schedule else "under the rescale"
         return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move {under}")
     path, factor = moved[0]
+    if not finding.fixable:  # shown where a helper's report is taken apart: the fix is the helper's, not here
+        return Verdict(finding, True, f"{path} {factor}; no fix at this place to run after", BY_RESCALE)
     if isinstance(after, str):
         return Verdict(finding, False, f"{path} {factor} before fix; {after}")
     if [p for p, _ in moved if p in after.moved]:
@@ -461,11 +463,12 @@ def _through_schedule(
     moved = [(path, before[path]) for path in paths if path in before]
     if not moved:
         return Verdict(verdict.finding, False, f"{verdict.detail}; but it did not move through {BY_SCHEDULE}")
-    if any(path in after for path in paths):
+    if verdict.finding.fixable and any(path in after for path in paths):
         return Verdict(verdict.finding, False, f"{verdict.detail}; but after the fix it moves through {BY_SCHEDULE}")
     path, factor = moved[0]
     mode = "forward-only" if forward_only else "training"
-    detail = f"{verdict.detail}; through {BY_SCHEDULE} ({mode}): {shown or path} {factor}, held after"
+    held = ", held after" if verdict.finding.fixable else ""
+    detail = f"{verdict.detail}; through {BY_SCHEDULE} ({mode}): {shown or path} {factor}{held}"
     return Verdict(verdict.finding, True, detail, BY_SCHEDULE)
 
 
