@@ -357,11 +357,20 @@ def test_messages_are_short_and_marked_fixable(tmp_path: Path) -> None:
     consequences = {row["context"]: row["message"].split("; ", 1)[1] for row in rows}
     # What Megatron does depends on the returned tuple (megatron-core 0.12 on): ×cp ÷microbatches for
     # `(loss, report)`, ÷num_tokens ÷microbatches for `(loss, num_tokens, report)`.
+    # (A write in a function Megatron calls, to the input it hands over, says that write: FAL005 in-function's.)
     megatron = {
-        row["message"].split("; ", 1)[1] for row in rows if row["context"] == "megatron" and row["severity"] == "error"
+        row["message"].split("; ", 1)[1]
+        for row in rows
+        if row["context"] == "megatron"
+        and row["severity"] == "error"
+        and "changed by the in-place" not in row["message"]
     }
     # Under the project's calculate_per_token_loss=True a 3-tuple's loss is not rescaled: a warning saying where.
-    spared = {row["message"].split("; ", 1)[1] for row in rows if row["context"] == "megatron"} - megatron
+    spared = {
+        row["message"].split("; ", 1)[1]
+        for row in rows
+        if row["context"] == "megatron" and "changed by the in-place" not in row["message"]
+    } - megatron
     assert spared and all(m.startswith("Megatron leaves a 3-tuple's loss as it is under calculate_per") for m in spared)
     # what Megatron does comes first; then when, or the setting the project computes that would spare it
     assert {re.split(" (?:after|unless) ", m)[0] for m in megatron} == {

@@ -34,8 +34,8 @@ def flake8(
     out = capsys.readouterr().out.splitlines()
     for line in out:
         path, rest = line.split("|", 1)
-        # The message starts with the report entry: `FAL001 report["loss"] = `...``.
-        rows[path].append(re.sub(r" = `.*", "", rest))
+        # The message starts with the report entry: `FAL001 report["loss"] = `...`` (or `, made in `helper()``).
+        rows[path].append(re.sub(r"( = |, made in )`.*", "", rest))
     assert status == (1 if out else 0)
     return len(out), rows
 

@@ -74,5 +74,5 @@ def test_a_report_made_by_a_helper(kept: str, body: str, found: list, triaged: b
 def test_the_message_says_the_helper_made_the_entry():
     [finding] = check_source(SOURCE.format(kept="loss.detach()", body=ONE_DICT.format(report='parts["report"]')))
     assert finding.message.startswith(
-        'report["lm loss"], made in `_compute(output_tensor)`, is a detached alias of the backprop tensor `parts["loss"]`'
+        'report["lm loss"], made in `_compute()`, is a detached alias of the backprop tensor `parts["loss"]`'
     )

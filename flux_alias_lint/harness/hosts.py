@@ -479,8 +479,13 @@ def returned_loss(returned: Any, entry: str = "") -> Any:
         return sum((v.mean() for v in values), torch.zeros(1))
     if torch.is_tensor(returned):
         return returned
-    if isinstance(returned, tuple) and returned and torch.is_tensor(returned[0]):
-        return returned[0]  # a model's tuple output: its loss first (transformers' `outputs[0]`)
+    if (
+        isinstance(returned, tuple)
+        and returned
+        and torch.is_tensor(returned[0])
+        and not any(isinstance(value, Mapping) for value in returned[1:])
+    ):  # a model's tuple output, its loss first (transformers' `outputs[0]`); not a Megatron `(loss, report)`
+        return returned[0]
     loss = returned.get("loss") if isinstance(returned, Mapping) else getattr(returned, "loss", None)
     return loss if torch.is_tensor(loss) else None
 

@@ -38,8 +38,7 @@ class ReportAliasRule(AnalysisRule):
         self, found: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None
     ) -> tuple[str, str]:
         what = f"{found.report_path} = `{expression}` {self.relation} the backprop tensor `{found.backprop}`"
-        if found.made_by_helper:  # no copy fits at the call: the helper made the entry
-            what = (
-                f"{found.report_path}, made in `{expression}`, {self.relation} the backprop tensor `{found.backprop}`"
-            )
+        if found.made_by_helper:  # no copy fits at the call: the helper made the entry (named, not its arguments)
+            helper = expression.partition("(")[0]
+            what = f"{found.report_path}, made in `{helper}()`, {self.relation} the backprop tensor `{found.backprop}`"
         return what, consequence(reach, found.returned)
