@@ -21,6 +21,20 @@ from .hosts import Host, HostRun, Made, observe
 BASE = (0.5, 1.25, 2.0, 3.5)  # the tiny model's input: no zero, so every factor shows
 
 
+def _accumulating_arguments(host: Host, work: str) -> Any:
+    """A CPU run's `TrainingArguments` accumulating `host.factor` steps, logging and saving nothing."""
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=work,
+        gradient_accumulation_steps=int(host.factor),
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+    )
+
+
 def _tiny_model(torch: Any) -> Any:
     class Tiny(torch.nn.Module):
         """One parameter: ``{"loss": mean(w * x), "logits": w * x}``, a model output with a gradient to reach, as a
@@ -76,17 +90,9 @@ def _trainer(host: Host, made: Made) -> Any:
 def training_step(host: Host, made: Made, work: str) -> list[Any]:
     """transformers' real ``Trainer.training_step``, the subject as the Trainer subclass's ``compute_loss``."""
     import torch
-    from transformers import TrainingArguments
 
     model = _tiny_model(torch)
-    args = TrainingArguments(
-        output_dir=work,
-        gradient_accumulation_steps=int(host.factor),
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_strategy="no",
-    )
+    args = _accumulating_arguments(host, work)
     trainer = _trainer(host, made)(model=model, args=args)
     trainer.current_gradient_accumulation_steps = int(host.factor)  # set by the train loop in releases that read it
     trainer.training_step(trainer.model, {"x": torch.tensor(BASE)})
@@ -100,7 +106,7 @@ def model_forward(host: Host, made: Made, work: str) -> list[Any]:
     import inspect
 
     import torch
-    from transformers import Trainer, TrainingArguments
+    from transformers import Trainer
 
     cls = made.owner
     model = cls(cls.config_class()) if getattr(cls, "config_class", None) is not None else cls()
@@ -111,14 +117,7 @@ def model_forward(host: Host, made: Made, work: str) -> list[Any]:
 
     forward.__signature__ = inspect.signature(model.forward)  # type: ignore[attr-defined]
     model.forward = forward
-    args = TrainingArguments(
-        output_dir=work,
-        gradient_accumulation_steps=int(host.factor),
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_strategy="no",
-    )
+    args = _accumulating_arguments(host, work)
     trainer = Trainer(model=model, args=args)
     trainer.current_gradient_accumulation_steps = int(host.factor)  # set by the train loop in releases that read it
     ids = torch.tensor([[1, 2, 3, 4]])
