@@ -362,9 +362,10 @@ def _after_fix(fixed: Execution, before: _Rescaled, settings: Settings) -> _Resc
 
 
 def _judge(
-    finding: Finding, paths: list[str], before: _Rescaled, after: _Rescaled | str, settings: Settings, size: int
+    item: Located, paths: list[str], before: _Rescaled, after: _Rescaled | str, settings: Settings, size: int
 ) -> Verdict:
     """``size``: how many values the function returned (a 3-tuple is not rescaled under per-token loss)."""
+    finding = item.finding
     moved = [(path, before.moved[path]) for path in paths if path in before.moved]
     if not moved and size == 3 and settings.calculate_per_token_loss:
         return Verdict(
@@ -377,7 +378,7 @@ def _judge(
         under = f"under {settings.model()}" if settings.schedule else "under the rescale"
         return Verdict(finding, False, f"{paths[0]} held the flagged value and did not move {under}")
     path, factor = moved[0]
-    if not finding.fixable:  # shown where a helper's report is taken apart: the fix is the helper's, not here
+    if item.raw.made_by_helper and not finding.fixable:  # taken apart where a helper made it: the fix is the helper's
         return Verdict(finding, True, f"{path} {factor}; no fix at this place to run after", BY_RESCALE)
     if isinstance(after, str):
         return Verdict(finding, False, f"{path} {factor} before fix; {after}")
@@ -563,7 +564,7 @@ def _verify_reports(
                 continue
             after = _after_fix(fixed_probe.execute(execution.taken, execution.roles), before, settings)
             for key, paths in reached.items():
-                verdict = _judge(items[key].finding, paths, before, after, settings, len(execution.outputs))
+                verdict = _judge(items[key], paths, before, after, settings, len(execution.outputs))
                 if verdict.confirmed and verdict.finding.context == MEGATRON:
                     verdict = _through_schedule(verdict, probe, fixed_probe, execution, paths, settings)
                 verdicts[key] = verdict
