@@ -114,3 +114,21 @@ def test_a_forward_taking_kwargs_is_reached_by_the_world_size_write_too() -> Non
     main = "Trainer(model=TinyLM()).train()"
     assert set(_reached(main)) == {"transformers-training-step"}
     assert set(_reached(main, ", **kwargs")) == {"transformers-training-step", "transformers-compute-loss"}
+
+
+def test_only_the_functions_holding_a_hand_off_word_are_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file the host gate lets through (`Trainer(` and `model`) is searched function by function only where a
+    function holds a word a hand-off needs: Lightning's `trainer: Trainer` parameters call nothing."""
+    from flux_alias_lint.index.hosts import HostEvidence
+
+    searched: list[str] = []
+    real = HostEvidence._handed_to_hosts
+    monkeypatch.setattr(
+        HostEvidence,
+        "_handed_to_hosts",
+        lambda self, module, scope, function: searched.append(getattr(function, "name", "<module>"))
+        or real(self, module, scope, function),
+    )
+    plain = "".join(f"\n\ndef step_{n}(model, trainer: Trainer):\n    return model(trainer)\n" for n in range(50))
+    _reached("\n\ndef main():\n    Trainer(model=TinyLM(), args=TrainingArguments('out'))\n" + plain)
+    assert searched == ["main", "<module>"]

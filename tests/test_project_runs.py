@@ -560,3 +560,44 @@ def test_a_file_leaving_a_search_too_wide_to_follow_redoes_the_evidence(tmp_path
     assert str((project / "engine.py").resolve()) in collected[0]
     assert [r.context for r in reached[loss].values()] == ["megatron"]
     assert reached == cache.project_reached(paths, None)
+
+
+OVERRIDDEN = ROOT / "fixtures" / "FAL001" / "forward_step_overridden_in_another_module"
+
+
+def test_the_search_for_subclasses_parses_only_modules_that_may_derive(tmp_path: pathlib.Path, monkeypatch) -> None:
+    """A module naming the base trainer only to call it is never parsed to find the base's subclasses; once an
+    edit makes it derive the base (under another name), the evidence is re-derived, and the cached index is
+    the one an uncached run finds."""
+    from flux_alias_lint import cache
+
+    project = tmp_path / "trainers"
+    shutil.copytree(OVERRIDDEN, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'trainers'\n")
+    (project / "sft_trainer.py").unlink()
+    (project / "loss.py").unlink()
+    runner = project / "runner.py"
+    runner.write_text("from base_trainer import BaseTrainer\n\ntrainer = BaseTrainer(None, 1)\n")
+    parsed: list[str] = []
+    real_parse = index_modules.ast.parse
+    monkeypatch.setattr(index_modules.ast, "parse", lambda data, *a, **k: parsed.append(data) or real_parse(data))
+    collected, past = _aged_and_watched(project, monkeypatch)
+    paths = [str(path) for path in project.rglob("*.py")]
+    assert cache.project_reached(paths, tmp_path / "c") == {}
+    assert not [data for data in parsed if b"trainer = BaseTrainer(None, 1)" in data]
+    runner.write_text(
+        "from functools import partial\n\nimport torch\nfrom base_trainer import BaseTrainer as Base\n\n\n"
+        "class Runner(Base):\n"
+        "    def forward_step(self, batches, chunk):\n"
+        "        batch = next(batches)\n"
+        "        return chunk(batch), partial(self.loss_func, batch)\n\n"
+        "    def loss_func(self, mask, logits):\n"
+        "        loss = torch.sum(logits * mask)\n"
+        "        return loss, {'lm loss': loss.detach()}\n"
+    )
+    os.utime(runner, (past, past))
+    collected.clear()
+    reached = cache.project_reached(paths, tmp_path / "c")
+    assert collected and str((project / "base_trainer.py").resolve()) in collected[0]
+    assert [r.context for r in reached[str(runner.resolve())].values()] == ["megatron"]
+    assert reached == cache.project_reached(paths, None)

@@ -54,7 +54,10 @@ class Classes(Names):
     def _overriding(self, module: Symbols, cls: ast.ClassDef, name: str) -> Iterator[Value]:
         """The methods `name` of the classes deriving from `cls` through other modules, at any depth (to
         `_DEPTH`; those of its own module deriving from it there are `_overrides`'): `self.name` in a method of `cls` runs the override of the instance's class, wherever
-        it is defined (a base trainer handing `self.forward_step` to the schedule)."""
+        it is defined (a base trainer handing `self.forward_step` to the schedule). Not a name the class or a
+        base stores as `self.name`: an instance's attribute shadows any method of that name."""
+        if any(name in self._stored(m, c) for m, c in [(module, cls), *self._bases(module, cls, 0)]):
+            return
         covered = set(derived_classes(module.classes, cls.name))  # `_overrides`' own
         for other, subclass in self._derived_anywhere(module, cls):
             if other is module and subclass.name in covered:
@@ -187,8 +190,8 @@ class Classes(Names):
         return []
 
     def _subclasses(self, module: Symbols, cls: ast.ClassDef) -> Iterator[tuple[Symbols, ast.ClassDef]]:
-        """The classes of the modules naming `cls` (not its own) that derive from it directly."""
-        for other in map(self._module, self._mentioning(module.path, cls.name)):
+        """The classes of the modules that may derive from `cls` (not its own) that do, directly."""
+        for other in map(self._module, self._deriving(module.path, cls.name)):
             if other is None or other is module:
                 continue
             for subclass in other.classes.values():

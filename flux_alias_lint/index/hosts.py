@@ -20,6 +20,9 @@ Whether the release the project runs does it is decided when a finding is made (
 from __future__ import annotations
 
 import ast
+import bisect
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from .host_models import Write, writes
 from .nodes import aliases_itself, body_walk, dotted, is_self_attribute, last_name
@@ -50,18 +53,71 @@ _TRAINER_PACKAGES = ("transformers", "trl")
 _LOADERS = ("from_pretrained", "from_config", "_from_config")
 
 
+# What a function must hold for a hand-off in its body: `...Trainer(`, `compute_loss_func`,
+# `accelerator.backward(`; in a Trainer's subclass `super().__init__(` too. Most functions of a file the
+# gate lets through hold none (NeMo's `trainer: Trainer` parameters are no call).
+_CALL_WORDS = (b"Trainer(", b"compute_loss_func", b"backward(")
+_INIT_WORDS = (b"__init__(",)
+_LOSS_FN_WORDS = (b"loss_fn",)  # `ComposerClassifier(..., loss_fn=f)`, `super().__init__(..., loss_fn=f)`
+
+
 def hosted(data: bytes) -> bool:
     """Whether a file's text may hold a third-party host's evidence."""
     return any(all(word in data for word in words) for words in _WORDS)
 
 
+class HandOffLines(NamedTuple):
+    """The lines of a file that may hold a hand-off, in order: the functions to search for one."""
+
+    calls: list[int]  # `_CALL_WORDS`
+    inits: list[int]  # `_INIT_WORDS`: a hand-off only in a Trainer's subclass
+    loss_fns: list[int]  # `_LOSS_FN_WORDS`
+
+
+def hand_off_lines(data: bytes) -> HandOffLines:
+    if b"\r" in data:  # Python's line numbers count a bare `\r` as a line's end too
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return HandOffLines(_lines(data, _CALL_WORDS), _lines(data, _INIT_WORDS), _lines(data, _LOSS_FN_WORDS))
+
+
+def _lines(data: bytes, words: tuple[bytes, ...]) -> list[int]:
+    """The lines holding one of `words`, in order."""
+    offsets = sorted(at for word in words if word in data for at in _occurrences(data, word))
+    lines: list[int] = []
+    line, counted = 1, 0
+    for at in offsets:  # the newlines between one occurrence and the next, counted once
+        line += data.count(b"\n", counted, at)
+        counted = at
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
+def _occurrences(data: bytes, word: bytes) -> list[int]:
+    found, at = [], data.find(word)
+    while at != -1:
+        found.append(at)
+        at = data.find(word, at + 1)
+    return found
+
+
+def _holds(lines: Sequence[int], node: ast.AST) -> bool:
+    """Whether one of `lines` is within `node`'s."""
+    at = bisect.bisect_left(lines, node.lineno)  # type: ignore[attr-defined]
+    return at < len(lines) and lines[at] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
+
+
 class HostEvidence(Resolver):
     """The functions whose bare returned loss a third-party host rescales in place."""
 
-    def _host_evidence(self, module: Symbols) -> None:
+    def _host_evidence(self, module: Symbols, lines: HandOffLines) -> None:
+        """`lines`: `hand_off_lines` of the module's text; a function holding none hands nothing over."""
+        trainers: dict[int, bool] = {}  # `_derives` of each class, asked once
         for scope, function in module.scoped:
             cls = scope[-1] if scope and isinstance(scope[-1], ast.ClassDef) else None
-            if cls is not None and function in cls.body and self._derives(module, cls, _TRAINER_PACKAGES):
+            if cls is not None and id(cls) not in trainers:
+                trainers[id(cls)] = self._derives(module, cls, _TRAINER_PACKAGES)
+            if cls is not None and function in cls.body and trainers[id(cls)]:
                 # What transformers' Trainer does with what this override returns, as its models run it.
                 for write in self._trainer_writes(module, cls):
                     if write.origin == ("override", function.name):
@@ -76,15 +132,20 @@ class HostEvidence(Resolver):
                 self._reach(module.path, function, self._host(module, function, COMPOSER, what))
                 what = f"its dict of losses is returned by {cls.name}.loss to Composer's Trainer._train_microbatch"
                 self._reach(module.path, function, self._host(module, function, COMPOSER_TOTAL, what))
-            self._handed_to_hosts(module, [*scope, function], function)
+            if _holds(lines.calls, function) or (
+                cls is not None and trainers[id(cls)] and _holds(lines.inits, function)
+            ):
+                self._handed_to_hosts(module, [*scope, function], function)
         self._handed_to_hosts(module, [], module.tree)
-        self._composer_loss_fns(module)
+        self._composer_loss_fns(module, lines.loss_fns)
 
-    def _composer_loss_fns(self, module: Symbols) -> None:
+    def _composer_loss_fns(self, module: Symbols, lines: Sequence[int]) -> None:
         """`ComposerClassifier(module, loss_fn=f)` (or `super().__init__(..., loss_fn=f)` in a subclass of
         it): the classifier's `loss` returns what `f` returns to Composer's trainer unchanged. `loss_fn`
         came with 0.9, whose trainer sums a bare loss into a new tensor: only a dict's `'total'` (0.10+)."""
         for scope, function in [*module.scoped, ([], module.tree)]:
+            if function is not module.tree and not _holds(lines, function):
+                continue
             inner = [] if function is module.tree else [*scope, function]
             for node in body_walk(function):
                 if not isinstance(node, ast.Call) or not any(k.arg == "loss_fn" for k in node.keywords):

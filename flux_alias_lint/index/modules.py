@@ -17,7 +17,7 @@ from ..source import SourceError, read_bytes
 from .files import python_files
 from .reach import Found
 from .symbols import Symbols
-from .texts import HOLDS, MARKS, Asked, answer
+from .texts import DERIVES, HOLDS, MARKS, Asked, answer
 
 
 class Modules(Found):
@@ -61,6 +61,10 @@ class Modules(Found):
     def _mentioning(self, path: str, word: str) -> list[str]:
         """The files of `path`'s project whose text holds `word`."""
         return self._asking(path, HOLDS, word)
+
+    def _deriving(self, path: str, name: str) -> list[str]:
+        """The files of `path`'s project that may define a subclass of the class `name` (`texts.may_derive`)."""
+        return self._asking(path, DERIVES, name)
 
     def _marking(self, path: str, name: str) -> list[str]:
         """The files of `path`'s project whose text names `name` where a patch may install a function."""

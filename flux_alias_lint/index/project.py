@@ -21,7 +21,7 @@ from ..workers import die_with_parent
 from .files import project_roots, python_files
 from .following import FollowedEvidence
 from .gates import gates
-from .hosts import HostEvidence, hosted
+from .hosts import HostEvidence, hand_off_lines, hosted
 from .in_place import InPlaceEvidence
 from .modules import text_of
 from .reach import Evidence, Reaches
@@ -154,7 +154,7 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
             self._megatron_evidence(module, [], module.tree)
             self._loss_reduction_evidence(module)
         if host:
-            self._host_evidence(module)
+            self._host_evidence(module, hand_off_lines(data))
         self._patch_evidence(path)
         self._delegated_evidence(path)
         self._returned_as_the_loss(path)

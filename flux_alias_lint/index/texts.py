@@ -1,8 +1,8 @@
 """What the index asks of a file's text without parsing it, and the answers a later run compares.
 
 A query is `(kind, word)`: `holds`, the text holds the word (`"training_step("`, the callers of a
-function); `marks`, the text names the word where a patch may install a function (`.word =`,
-`"pkg.mod.word"`). A file's evidence depends on the files it parsed and, for every other file, only
+function); `derives`, the text may define a subclass of the class the word names (`may_derive`);
+`marks`, the text names the word where a patch may install a function (`.word =`, `"pkg.mod.word"`). A file's evidence depends on the files it parsed and, for every other file, only
 on the answers to its queries: an edit elsewhere re-derives it only when the edited file's answer to
 one of them changes (`cache.project_reached`). Bytes only: the cache asks the edited files without
 loading the index.
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 HOLDS = "holds"
 MARKS = "marks"
-KINDS = (HOLDS, MARKS)
+DERIVES = "derives"
+KINDS = (HOLDS, MARKS, DERIVES)
 
 # One root's query: (root, kind, word); the files of the root answering yes are kept in its file order.
 Asked = tuple[str, str, str]
@@ -28,7 +29,23 @@ def answer(kind: str, word: str, text: bytes) -> bool:
     needle = word.encode()
     if kind == HOLDS:
         return needle in text
+    if kind == DERIVES:
+        return may_derive(text, needle)
     return next(marks(text, needle), None) is not None
+
+
+def may_derive(text: bytes, name: bytes) -> bool:
+    """Whether `text` may define a class deriving from the class `name`: a `class` statement naming it among
+    its bases (`class X(Base)`, `class X(pkg.Base, Mixin)`), or an import renaming it (`Base as B`), after
+    which a base names it otherwise. Only these files are parsed in the search for a class's subclasses
+    (most of those mentioning a class only import or call it). A base bound to another name by an
+    assignment (`B = Base`) is not seen."""
+    if name not in text:
+        return False
+    word = re.escape(name)
+    return re.search(rb"\bclass\s+\w+\s*\([^)]*\b" + word + rb"\b", text) is not None or (
+        re.search(rb"\b" + word + rb"\s+as\s", text) is not None
+    )
 
 
 def marked_lines(text: bytes, name: bytes) -> frozenset[int] | None:
