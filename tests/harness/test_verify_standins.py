@@ -342,12 +342,12 @@ def test_a_flag_keeps_its_value_first() -> None:
 
 
 def test_single_rank_answers_then_restores() -> None:
+    from megatron.core import parallel_state  # imported before: `single_rank` answers for the modules imported
+
     with single_rank():
         assert torch.distributed.get_world_size() == 1 and torch.distributed.get_rank() == 0
         tensor = torch.ones(2)
         assert torch.distributed.all_reduce(tensor) is None and torch.equal(tensor, torch.ones(2))
-        from megatron.core import parallel_state
-
         assert parallel_state.get_context_parallel_world_size() == 1
         assert parallel_state.is_pipeline_last_stage()
     assert not torch.distributed.is_initialized()
