@@ -262,6 +262,8 @@ class _Calls:
                 of_module = (_dotted(func.value) or "").partition(".")[0] in self.qualified
                 found |= receiver | arguments if of_module else receiver
         helper = _helper_call(node)
+        if helper is not None and not helper[1] and self.helpers is not None and self.helpers.is_record(helper[0]):
+            found |= arguments  # a record holds what it is given
         if helper is None or (self.helpers is not None and not self.helpers.may_summarise(*helper, self.depth)):
             return frozenset(found)
         if helper[1]:
