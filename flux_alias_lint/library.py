@@ -23,7 +23,7 @@ import libcst as cst
 from .evidence import Declared
 from .index.files import Lookup, find_module
 from .index.nodes import statements
-from .index.symbols import PARSE_ERRORS, Symbols, derived_classes, summarisable
+from .index.symbols import PARSE_ERRORS, Record, Symbols, derived_classes, summarisable
 from .source import SourceError, read_bytes
 
 
@@ -37,15 +37,6 @@ class Definition:
     library: Library  # the library of the file it is in, for the calls it makes
     owner: str | None = None  # the class it is a method of: what `self.m()` in it means
     lines: int = 0  # how many lines it spans: what its summary is allowed to cost (`analysis.Work`)
-
-
-@dataclasses.dataclass(frozen=True)
-class Record:
-    """A class whose instances only hold what they are given: a `@dataclass` or a `NamedTuple`
-    with no `__init__`/`__post_init__` of its own (either may copy what it is given)."""
-
-    fields: tuple[str, ...]  # in the order its constructor takes them by position
-    positional: bool  # False: a base class may add fields before these, positions are not known
 
 
 class Library:
@@ -189,11 +180,7 @@ class Library:
             symbols = Symbols(tree, self.path)
             self._spans, self._classes, self._imports = symbols.members, symbols.classes, symbols.imported
             self._returns, self._module_imports = symbols.returns, symbols.qualified
-            for node in tree.body:  # a later class of a record's name that is none leaves it one
-                if isinstance(node, ast.ClassDef):
-                    record = _record(node)
-                    if record is not None:
-                        self._records[node.name] = record
+            self._records = symbols.records
         return self._spans
 
     def _local(self, name: str) -> Definition | None:
@@ -265,35 +252,6 @@ class Library:
                     seen[other.path] = other
                     stack.append(other)
         return list(seen.values())
-
-
-_DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
-_NAMED_TUPLE = frozenset({"NamedTuple", "typing.NamedTuple"})
-# Annotations that declare no field of a dataclass (the probe of `verify` builds records by them too).
-CLASS_VARIABLES = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar")
-
-
-def _record(node: ast.ClassDef) -> Record | None:
-    decorators = {ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list}
-    bases = [ast.unparse(base) for base in node.bases]
-    named_tuple = bool(bases) and bases[0] in _NAMED_TUPLE
-    if not (decorators & _DATACLASS or named_tuple):
-        return None
-    fields = []
-    for inner in node.body:
-        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name in ("__init__", "__post_init__"):
-            return None
-        if isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Name):
-            annotation = inner.annotation
-            text = annotation.value if isinstance(annotation, ast.Constant) else ast.unparse(annotation)
-            if not str(text).startswith(CLASS_VARIABLES):  # `"ClassVar[float]"` is one too
-                fields.append(inner.target.id)
-    # Inherited fields, `KW_ONLY` and `field(init=False)` or `field(kw_only=True)` move positions;
-    # keywords still name fields.
-    own_bases = bases[1:] if named_tuple else bases
-    code = ast.unparse(node)
-    positional = not own_bases and "KW_ONLY" not in code and "kw_only" not in code and "init=False" not in code
-    return Record(tuple(fields), positional)
 
 
 def _first_def(module: cst.Module) -> cst.FunctionDef | None:

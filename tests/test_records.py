@@ -1,8 +1,8 @@
 """Dataclass and NamedTuple reports: which fields the analysis follows, and where it stops.
 
 The runtime truth of the fixture projects (`fixtures/*/dataclass_*`, `named_tuple_report`) covers
-the shapes that move; these cases pin the edges: where a record is not followed, and where its
-fields need a rescaling caller to be findings.
+the shapes that move; these cases pin the edges: where a record is not followed, and that its fields
+are findings as a dict's entries are, with a rescaling caller or without.
 """
 
 from __future__ import annotations
@@ -181,17 +181,27 @@ def test_record_imported_under_another_name(tmp_path: pathlib.Path):
 
 
 @pytest.mark.parametrize(
-    "returned",
-    ["Report(loss.detach())", '{"stats": Report(loss.detach())}'],
-    ids=["record report", "record in a dict report"],
+    ("returned", "expected"),
+    [
+        ('{"lm": loss.detach()}', 'FAL001 report["lm"] unreached'),
+        ("Report(loss.detach())", "FAL001 report.lm unreached"),
+        ("Pair(loss.detach(), b=loss.detach().clone())", "FAL001 report.a unreached"),
+        ('{"stats": Report(loss.detach())}', 'FAL001 report["stats"].lm unreached'),
+    ],
+    ids=["dict report", "record report", "named tuple report", "record in a dict report"],
 )
-def test_record_fields_need_a_rescaling_caller(tmp_path: pathlib.Path, returned: str):
+@pytest.mark.parametrize("triaged", [True, False])
+def test_record_fields_are_found_as_a_dicts_entries_are(
+    tmp_path: pathlib.Path, returned: str, expected: str, triaged: bool, monkeypatch: pytest.MonkeyPatch
+):
+    # Nothing seen calling it: a record's field is the same hazard (`unreached`) as a dict's entry, not silence.
+    monkeypatch.setattr(triage, "ENABLED", triaged)
     body = f"""\
     def unreached_loss(output_tensor):
         loss = output_tensor.sum()
         return loss, {returned}
     """
-    assert _report_paths(tmp_path, body) == []
+    assert _report_paths(tmp_path, body) == [expected]
 
 
 FIELDS = """\
@@ -230,16 +240,17 @@ def test_class_variables_and_field_specs_are_read_as_dataclasses_does(tmp_path: 
     assert [(v["confirmed"], v["report_path"]) for v in verdicts] == [(True, "report.lm")]
 
 
-def test_a_dict_joined_with_a_record_keeps_the_field_needing_a_rescaling_caller(tmp_path: pathlib.Path, monkeypatch):
-    # The analysis alone (the triage, which does not follow records, would hide a wrong answer).
-    monkeypatch.setattr(triage, "ENABLED", False)
+@pytest.mark.parametrize("triaged", [True, False], ids=["triage on", "triage off"])
+def test_a_dict_joined_with_a_record_finds_the_records_field(tmp_path: pathlib.Path, monkeypatch, triaged: bool):
+    monkeypatch.setattr(triage, "ENABLED", triaged)
     body = """\
     def unreached_loss(output_tensor, flag):
         loss = output_tensor.sum()
         report = {"lm": loss.clone()} if flag else Report(lm=loss.detach())
         return loss, report
     """
-    assert _report_paths(tmp_path, body) == []
+    # One key of both (a field is keyed by its name): the path is the dict's spelling.
+    assert _report_paths(tmp_path, body) == ['FAL001 report["lm"] unreached']
 
 
 @pytest.mark.parametrize("triaged", [True, False], ids=["triage on", "triage off"])
@@ -265,11 +276,11 @@ def test_a_dict_joined_with_a_record_keeps_the_field_needing_a_rescaling_caller(
     ],
     ids=["read in the function", "read in a helper"],
 )
-def test_a_field_read_out_of_a_record_still_needs_a_rescaling_caller(
+def test_a_field_read_out_of_a_record_is_found_as_the_value_itself(
     tmp_path: pathlib.Path, monkeypatch, body: str, triaged: bool
 ):
     monkeypatch.setattr(triage, "ENABLED", triaged)
-    assert _report_paths(tmp_path, body) == []
+    assert _report_paths(tmp_path, body) == ['FAL001 report["lm"] unreached']
     reached = body.replace("unreached_loss", "loss_func")  # HEAD's forward step hands `loss_func` over
     assert _report_paths(tmp_path, reached) == ['FAL001 report["lm"] megatron']
 

@@ -1,7 +1,8 @@
 """Reports made by helpers (issue 46): a helper returning one dict that holds both the loss and the report,
 which the loss function takes apart by literal keys, and a report filled with `store.setdefault(key,
-[]).append(value)`, inline or by a helper. Each is summarised as any helper is (`analysis/summaries.py`), and
-the triage keeps the unit wherever the analysis finds something."""
+[]).append(value)`, inline or by a helper, or with `extend`/`update` from another parameter; a helper's
+`.detach()` showing its argument is a tensor in a module that never imports torch. Each is summarised as any
+helper is (`analysis/summaries.py`), and the triage keeps the unit wherever the analysis finds something."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ SOURCE = textwrap.dedent(
 
     def _log(store, key, value):
         store.setdefault(key, []).append(value)
+
+
+    def _log_all(store, key, values):
+        store.setdefault(key, []).extend(values)
+
+
+    def _add_all(report, parts):
+        report.update(parts)
 
 
     def loss_func(output_tensor):
@@ -58,6 +67,11 @@ def _found(kept: str, body: str) -> list[tuple[str, str, bool, str]]:
          [("FAL001", 'report["lm"][...]', True)]),
         ("0", SETDEFAULT.format(call='_log(report, "lm", loss.detach())'), [("FAL001", "report[...][...]", True)]),
         ("0", SETDEFAULT.format(call='_log(report, "lm", loss.detach().clone())'), []),
+        # A helper's parameter extended with, or updated from, another: the caller's list or dict, looked up at the call.
+        ("0", SETDEFAULT.format(call='_log_all(report, "lm", [loss.detach()])'), [("FAL001", "report[...][...]", True)]),
+        ("0", SETDEFAULT.format(call='_log_all(report, "lm", [loss.detach().clone()])'), []),
+        ("0", SETDEFAULT.format(call='_add_all(report, {"lm": loss.detach()})'), [("FAL001", "report[...]", True)]),
+        ("0", SETDEFAULT.format(call='_add_all(report, {"lm": loss.detach().clone()})'), []),
         # `get` gives the default without storing it: what is appended to it is not in the report.
         ("0", SETDEFAULT.format(call='report.get("lm", []).append(loss.detach())'), []),
         # A module-level dict filled the same way keeps the loss that Megatron rescales (FAL005).
@@ -76,3 +90,30 @@ def test_the_message_says_the_helper_made_the_entry():
     assert finding.message.startswith(
         'report["lm loss"], made in `_compute()`, is a detached alias of the backprop tensor `parts["loss"]`'
     )
+
+
+WITHOUT_TORCH = """\
+def kept(value):
+    return value.detach().reshape(1)
+
+
+def loss_func(output_tensor):
+    loss = output_tensor.sum()
+    return loss, {"lm loss": kept(loss)}
+
+
+def forward_step(data_iterator, model):
+    return model(next(data_iterator)), loss_func
+"""
+
+
+@pytest.mark.parametrize("triaged", [True, False])
+def test_a_helpers_detach_is_evidence_in_a_module_that_never_imports_torch(
+    triaged: bool, monkeypatch: pytest.MonkeyPatch
+):
+    # `.detach()` is a tensor's method alone: the helper's parameter, and so the loss given for it, is a tensor.
+    monkeypatch.setattr(triage, "ENABLED", triaged)
+    found = [(f.code, f.report_path, f.context) for f in check_source(WITHOUT_TORCH)]
+    assert found == [("FAL003", 'report["lm loss"]', "megatron")]
+    copied = WITHOUT_TORCH.replace("value.detach()", "value.detach().clone()")
+    assert check_source(copied) == []

@@ -55,7 +55,6 @@ from .values import (
     Token,
     Val,
     _as_mapping,
-    _into_record,
     dotted_name,
     join,
     join_all,
@@ -128,7 +127,7 @@ class Calls:
                 val = join_all([v for _, v in val.items]) if val.container else val
             elif position is not None and position < len(record.fields):
                 key, position = Field(record.fields[position]), position + 1
-            result = self._with_item(result, key, _into_record(val), strong=key is not None)
+            result = self._with_item(result, key, val, strong=key is not None)
         return result
 
     def _declared_return(self, func: cst.BaseExpression, env: Env) -> Declared | None:
@@ -230,9 +229,7 @@ class Calls:
         kind = method_alias_kind(name)
         if name in ARRAY_METHODS and receiver.aliases:  # the copy must go before `.numpy()`: keep the receiver's entry
             op = Op(AliasKind.VIEW, f".{name}()")
-            return Val(
-                frozenset(Alias(a.token, a.ops + (op,), a.entry, a.fixable, a.via_record) for a in receiver.aliases)
-            )
+            return Val(frozenset(Alias(a.token, a.ops + (op,), a.entry, a.fixable) for a in receiver.aliases))
         if is_tensor_method(name) or (self.torch_module and kind is not None and name not in AMBIGUOUS_METHODS):
             self._tensor_tokens.update(a.token for a in receiver.aliases)
         # A method of a value in a module that imports torch is evidence; a function of an imported
@@ -410,11 +407,19 @@ class Calls:
     def _adds_elements(self, node: cst.Call, method: _Method) -> Val | None:
         if not method.positional:
             return None
-        return self._with_item(method.receiver, None, self._element_of(method.positional[0], node), strong=False)
+        given = method.positional[0]
+        element = self._element_of(given, node)
+        if self._is_summarised_parameter(
+            given
+        ):  # a helper's `values`: the caller's list, its elements looked up at the call
+            element = join(element, _as_mapping(given).item(None))
+        return self._with_item(method.receiver, None, element, strong=False)
 
     def _adds_entries(self, node: cst.Call, method: _Method) -> Val | None:
         updated = method.receiver
-        for val in method.positional:
+        for given in method.positional:
+            # A helper's `parts`: the caller's dict, its entries looked up at the call.
+            val = _as_mapping(given) if self._is_summarised_parameter(given) else given
             for k, v in val.items:
                 updated = self._with_item(updated, k, v, strong=k is not None)
         for k, v in method.keywords.items():

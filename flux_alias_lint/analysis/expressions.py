@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..facts.tensor_ops import AliasKind, attribute_alias_kind
 from .statements import Work, _constant_index, _OtherKeys
-from .values import IMMUTABLE, Alias, Env, Field, Free, Item, Key, Op, Site, Token, Val, _into_record, dotted_name, join
+from .values import IMMUTABLE, Alias, Env, Field, Free, Item, Key, Op, Site, Token, Val, dotted_name, join
 
 
 class Expressions:
@@ -51,7 +51,7 @@ class Expressions:
             return env[dotted].entered_at(node)
         base = self._eval(node.value, env)
         if base.container == "record":  # only a record has the field: what it gives went through one
-            return _into_record(base.item(Field(node.attr.value))).entered_at(node)
+            return base.item(Field(node.attr.value)).entered_at(node)
         kind = attribute_alias_kind(node.attr.value)
         if kind is not None and self.torch_module:  # `.data`, `.T` in a torch module: a tensor's
             self._tensor_tokens.update(a.token for a in base.aliases)
@@ -77,9 +77,7 @@ class Expressions:
         if len(indices) == 1 and isinstance(indices[0][0], str):
             # `batch["labels"]`: a lookup in a mapping, never a view of a tensor. The same key read
             # twice is the same object; it shares nothing with the mapping itself.
-            return Val(
-                frozenset(Alias(Item(a.token, indices[0][0]), (), node, True, a.via_record) for a in base.aliases)
-            )
+            return Val(frozenset(Alias(Item(a.token, indices[0][0]), (), node, True) for a in base.aliases))
         if all(kind in ("const", "basic") for _, kind in indices):
             consts = [key for key, kind in indices if kind == "const" and isinstance(key, int)]
             # A single constant index narrows the storage (x[0] and x[1] are disjoint). A negative

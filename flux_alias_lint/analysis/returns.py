@@ -18,7 +18,6 @@ from .values import (
     _SEVERITY,
     Alias,
     Env,
-    Field,
     Param,
     RawFinding,
     Site,
@@ -50,7 +49,7 @@ class Returns:
         # rescale it (the project index's context, applied in lint.py) makes this a finding:
         # Megatron stores whatever the last element is, but `return h, h` in a model is no bug.
         proof_needed = (
-            report.container != "dict"
+            report.container not in ("dict", "record")  # a dataclass or NamedTuple report is one as a dict is
             or not self._may_be_tensor(backprop)
             or self._without_grad()
             or all(a.detached for a in backprop.aliases)  # `out.detach()`: nothing to backpropagate either
@@ -59,16 +58,13 @@ class Returns:
         for path, leaf in _leaves(report):
             if not path and report.container:
                 continue  # a report container itself is never rescaled, only what it holds
-            # A record's fields are checked only where a rescaling caller is known (as any non-dict
-            # report is): the triage, which keeps such functions whole, need not follow records.
-            path_needs_proof = proof_needed or any(isinstance(key, Field) for key in path)
             for alias in leaf.aliases:
                 if self._is_array(alias):
                     continue
                 hits = [b for b in backprop.aliases if _overlap(alias, b) and not self._is_array(b)]
                 if not hits or alias.entry is None:
                     continue
-                leaf_proof_needed = path_needs_proof or alias.via_record
+                leaf_proof_needed = proof_needed
                 kind = max((_relative_kind(alias, b) for b in hits), key=_SEVERITY.__getitem__)
                 key = (id(alias.entry), render_path(path))
                 old = self.findings.get(key)
@@ -88,6 +84,7 @@ class Returns:
                     finding = dataclasses.replace(
                         old,
                         code=max(old.code, finding.code),
+                        detached=old.detached and finding.detached,  # `.clone()` alone only if every value was detached
                         fixable=old.fixable and finding.fixable,  # one edit must suit every value it may be
                         proof_needed=old.proof_needed and leaf_proof_needed,
                     )

@@ -22,7 +22,6 @@ from .values import (
     Site,
     Val,
     _as_mapping,
-    _into_record,
     copies,
     dotted_name,
     join_all,
@@ -400,7 +399,7 @@ class Statements:
             owner = dotted_name(target.value)
             current = env.get(owner) if owner is not None else None
             if current is not None and current.container == "record":  # `report.lm = ...`
-                env[owner] = self._with_item(current, Field(target.attr.value), _into_record(val))  # type: ignore[index]
+                env[owner] = self._with_item(current, Field(target.attr.value), val)  # type: ignore[index]
                 return
             if self._escapes(target.value, env):  # `self.last = loss.detach()`
                 self._capture(self.module.code_for_node(target), val, env)

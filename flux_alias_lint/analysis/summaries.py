@@ -26,8 +26,8 @@ from .values import (
     Item,
     Param,
     Site,
+    Token,
     Val,
-    _into_record,
     _leaves,
     dotted_name,
     join_all,
@@ -61,6 +61,9 @@ class Summary:
     # What it keeps of its parameters where it outlives the call (`self.vals.append(v)`): the place,
     # rooted at a parameter or a global, and the aliases of parameters kept there.
     kept: tuple[tuple[str, Val], ...] = ()
+    # The parameters it shows to be tensors (`value.detach()`, a tensor-only method, whatever its module imports):
+    # what a caller passes for them is a tensor, its loss too (`kept(loss)` in a module never importing torch).
+    tensors: tuple[str, ...] = ()
 
 
 class Summaries:
@@ -205,7 +208,8 @@ class Summaries:
             if (name in initial and val is not initial[name] and val.items)
             or ("." in name and name.partition(".")[0] in initial)
         }
-        summary = Summary(tuple(params), node, returns, effects, tuple(kept.items()))
+        tensors = tuple(name for name in params if Param(id(node), name) in self._tensor_tokens)
+        summary = Summary(tuple(params), node, returns, effects, tuple(kept.items()), tensors)
         self._summaries[key] = summary
         return summary
 
@@ -217,6 +221,8 @@ class Summaries:
         keeps captured."""
         bound = self._bound(summary, node, receiver, env)
         self._apply_kept(summary, bound, node, env)
+        for name in summary.tensors:
+            self._tensor_tokens.update(a.token for a in bound.get(name, (Val(), None))[0].aliases)
         # A dict the helper returns holds what the caller takes apart by key (`parts = helper(x)`, then
         # `return parts["loss"], parts["report"]`): what the helper made in it is shown at the call.
         shown = node if summary.returns.container == "dict" else None
@@ -229,9 +235,7 @@ class Summaries:
             new = self._substitute(effect, bound, node, summary.node, env)
             current = env.get(owner)
             if rest and current is not None and current.container == "record" and "." not in rest:
-                env[owner] = self._with_item(
-                    current, Field(rest), _into_record(new), strong=False
-                )  # `report.lm = ...` in a helper
+                env[owner] = self._with_item(current, Field(rest), new, strong=False)  # `report.lm = ...` in a helper
                 continue
             if rest:
                 env[f"{owner}.{rest}"] = new
@@ -340,8 +344,7 @@ class Summaries:
             # The helper took a view or a detach of an argument: the fix copies the argument where the
             # caller passes it (its entry), since the helper's own code may be shared or out of reach.
             derived = frozenset(
-                Alias(b.token.indexed(*suffix), b.ops + alias.ops, b.entry, b.fixable, b.via_record or alias.via_record)
-                for b in base.aliases
+                Alias(b.token.indexed(*suffix), b.ops + alias.ops, b.entry, b.fixable) for b in base.aliases
             )
             keeps_dtype = all(op.kind in (AliasKind.DETACH, AliasKind.VIEW) for op in alias.ops)
             tensor = base.tensor or any(op.kind is not AliasKind.VIEW for op in alias.ops)
@@ -352,22 +355,17 @@ class Summaries:
             inner = self._substitute_alias(Alias(token.base), bound, call, helper, env, shown)
             if inner.container:
                 return inner.item(token.key)
-            return Val(
-                frozenset(
-                    Alias(Item(b.token, token.key), alias.ops, None, True, b.via_record or alias.via_record)
-                    for b in inner.aliases
-                )
-            )
+            return Val(frozenset(Alias(Item(b.token, token.key), alias.ops, None, True) for b in inner.aliases))
         if isinstance(token, Free):
             head, _, rest = token.name.partition(".")
             owner = bound.get(head, (None, None))[1]
             if owner is not None and rest and f"{owner}.{rest}" in env:
                 return env[f"{owner}.{rest}"]  # `self.last`, set by the caller before the call
             if owner is not None and rest:
-                return Val(frozenset({Alias(Free(f"{owner}.{rest}"), alias.ops, None, True, alias.via_record)}))
+                return Val(frozenset({Alias(Free(f"{owner}.{rest}"), alias.ops, None, True)}))
         # Allocated inside the helper (or a global of its module): a new object at each call site,
         # with no expression in the caller to put a copy after (the call at most shows it).
-        return Val(frozenset({Alias(Site(id(call), self._passes, token), alias.ops, shown, False, alias.via_record)}))
+        return Val(frozenset({Alias(Site(id(call), self._passes, token), alias.ops, shown, False)}))
 
     def _is_summarised_parameter(self, val: Val) -> bool:
         """A parameter of the helper being summarised (never a container of the caller's own)."""
@@ -395,6 +393,7 @@ class Summaries:
     _summaries: dict[int, Summary | None]
     _summarising: cst.FunctionDef | None
     _summary_stack: list[int]
+    _tensor_tokens: set[Token]
     work: Work
     _work_limit: int
     _bind_parameters: Callable[[cst.FunctionDef | cst.Lambda, Env], list[str]]

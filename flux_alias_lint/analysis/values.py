@@ -166,16 +166,13 @@ class Alias:
     # False when `entry` is a container the value was unpacked from (`list(x.chunk(2))`):
     # there is no expression of the value itself to put `.clone()` after.
     fixable: bool = True
-    # It went through a record's field: records are followed only where a rescaling caller is known
-    # (the triage, which keeps those functions whole, does not follow them), wherever it goes next.
-    via_record: bool = False
 
     def __hash__(self) -> int:
         # Computed once: an alias is hashed each time a set of them is built (every read of a name),
         # and its chain of ops can be 32 long.
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = hash((self.token, self.ops, self.entry, self.fixable, self.via_record))
+            cached = hash((self.token, self.ops, self.entry, self.fixable))
             object.__setattr__(self, "_hash", cached)
         return cached
 
@@ -189,7 +186,7 @@ class Alias:
         if len(ops) > _MAX_OPS:  # `r = r.view(-1)` repeated: the chain stops growing
             tail = ops[_MAX_OPS - 1 :]
             ops = ops[: _MAX_OPS - 1] + (_widened([tail], any(o.kind is AliasKind.DETACH for o in ops)),)
-        return Alias(token, ops, node, fixable, self.via_record)
+        return Alias(token, ops, node, fixable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,7 +269,7 @@ class Val:
         if not self.aliases:
             return self
         # Constructors, not dataclasses.replace: this runs for every name read.
-        aliases = frozenset(Alias(a.token, a.ops, node, True, a.via_record) for a in self.aliases)
+        aliases = frozenset(Alias(a.token, a.ops, node, True) for a in self.aliases)
         if len(aliases) > _MAX_ALIASES:  # all through `node` now: chains of one storage merge
             aliases = _merge_aliases(aliases)
         return Val(
@@ -430,7 +427,7 @@ def _merge_aliases(aliases: frozenset[Alias]) -> frozenset[Alias]:
         tails = [a.ops[len(ops) :] for a in group]
         if any(tails):
             ops += (_widened(tails, all(a.detached for a in group)),)
-        merged.append(Alias(token, ops, group[0].entry, group[0].fixable, any(a.via_record for a in group)))
+        merged.append(Alias(token, ops, group[0].entry, group[0].fixable))
     return aliases.difference(alias for group in several for alias in group).union(merged)
 
 
@@ -642,17 +639,8 @@ def _leaves(val: Val, path: tuple[Key, ...] = ()) -> Iterator[tuple[tuple[Key, .
 
 def _as_mapping(param: Val) -> Val:
     """A helper's parameter used as a container: its entries are the caller's, looked up at the call."""
-    entries = Val(frozenset(Alias(Item(a.token, None), (), None, True, a.via_record) for a in param.aliases))
+    entries = Val(frozenset(Alias(Item(a.token, None), (), None, True) for a in param.aliases))
     return Val(param.aliases, container="dict", items=((None, entries),))
-
-
-def _into_record(val: Val) -> Val:
-    """`val` as a record's field holds it: every storage in it marked `via_record`."""
-    return dataclasses.replace(
-        val,
-        aliases=frozenset(dataclasses.replace(a, via_record=True) for a in val.aliases),
-        items=tuple((k, _into_record(v)) for k, v in val.items),
-    )
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:

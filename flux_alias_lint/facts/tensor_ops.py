@@ -168,6 +168,11 @@ TORCH_DTYPES: dict[str, str] = {
 # Methods and builtins whose result is a Python number (immutable: never aliased).
 # (`tolist` gives Python numbers in lists.)
 NUMBER_METHODS: frozenset[str] = frozenset({"item", "numel", "dim", "ndimension", "nelement", "element_size", "tolist"})
+# What gives a size or a count of elements (`x.size(0)`, `x.numel()`, `x.shape[0]`, `len(x)`): a count, never a
+# loss (`index/roles.py`: a function returning one first, on some path, is no loss function).
+SIZE_METHODS: frozenset[str] = frozenset({"size", "numel", "nelement", "dim", "ndimension"})
+SIZE_ATTRIBUTES: frozenset[str] = frozenset({"shape", "ndim"})
+SIZE_BUILTINS: frozenset[str] = frozenset({"len"})
 # Methods that give a Python value (a str) when called with no arguments: `x.type()`.
 NUMBER_WITHOUT_ARGUMENTS: frozenset[str] = frozenset({"type"})
 # Methods only a `torch.Tensor` has (numpy, str, list and dict have none of them): a value one of

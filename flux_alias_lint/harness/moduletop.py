@@ -36,7 +36,7 @@ from typing import Any
 import libcst as cst
 
 from ..index.files import find_module
-from ..library import CLASS_VARIABLES
+from ..index.symbols import CLASS_VARIABLES
 from ._deps import quiet
 from .standins import PARALLEL_STATE_MODULES, Flag, Run, SingleRankParallelState, Stub, single_rank_answer, stub_type
 

@@ -14,6 +14,14 @@ module shows what it is instead:
   `_step` in the module is `loss, report = self._step(...)`, and no caller returns the pair on (NeMo 2's
   `FSDPStrategy._step_proxy`, read by the strategy's own `training_step`, which logs the report and
   hands Lightning the bare loss). Private by its name, so nothing outside the class calls it.
+- a function whose every `(x, ..., report)` return leads with what is no loss:
+  - a layer stack's output: a name a loop passes through each layer in turn (`for layer in self.layers:
+    x, attn = layer(x, ...)`), after the loop only ever rebound to a call or view of itself alone
+    (`x = self.layer_norm(x)`, `x = x.transpose(0, 1)`): hidden states (fairseq's decoders return
+    `x, {"inner_states": [...]}`, the states each layer left);
+  - a count on some path: a name every binding of which may be a size (`facts.tensor_ops.SIZE_METHODS`:
+    `n = x.size(0) if per_sentence else sample["ntokens"]`), as the `(sample_size, logging_output)` of a
+    criterion's logging helper.
 
 Read from the checked file alone, and only when one of its findings is about to be reported as
 `unreached` (lint.py): most files never ask.
@@ -24,7 +32,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .nodes import body_walk, is_self_attribute, last_name
+from ..facts.reports import REPORT_LENGTHS
+from ..facts.tensor_ops import SIZE_ATTRIBUTES, SIZE_BUILTINS, SIZE_METHODS
+from .nodes import body_walk, is_self_attribute, last_name, walk_statements
 from .schedule import schedule_calls
 from .symbols import PARSE_ERRORS, Symbols
 
@@ -44,7 +54,101 @@ def not_loss_functions(text: str, path: str = "", tree: ast.Module | None = None
         if function.name in threaded
         or (function.name in unpacked and scope and isinstance(scope[-1], ast.ClassDef))
         or _returns_the_schedule_result(module, function)
+        or _leads_with_no_loss(function)
     )
+
+
+def _leads_with_no_loss(function: ast.AST) -> bool:
+    """Whether `function` returns a loss-shaped tuple, and each leads with a layer stack's output or a count
+    (see the module's doc)."""
+    nodes = list(body_walk(function))
+    firsts = [
+        stmt.value.elts[0]
+        for stmt in nodes
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) in REPORT_LENGTHS
+    ]
+    return bool(firsts) and all(
+        _may_be_a_size(first)
+        or (isinstance(first, ast.Name) and (_always_counted(nodes, first.id) or _layer_stack_output(nodes, first.id)))
+        for first in firsts
+    )
+
+
+def _may_be_a_size(value: ast.expr) -> bool:
+    """Whether `value` is, on some path, a size: `x.size(0)`, `x.shape[0]`, `len(x)`, either branch of a
+    conditional expression, an operand of `or`."""
+    if isinstance(value, ast.IfExp):
+        return _may_be_a_size(value.body) or _may_be_a_size(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return any(_may_be_a_size(operand) for operand in value.values)
+    if isinstance(value, ast.Subscript):
+        value = value.value  # `x.shape[0]`, `x.size()[0]`
+    if isinstance(value, ast.Call):
+        func = value.func
+        return (isinstance(func, ast.Name) and func.id in SIZE_BUILTINS) or (
+            isinstance(func, ast.Attribute) and func.attr in SIZE_METHODS
+        )
+    return isinstance(value, ast.Attribute) and value.attr in SIZE_ATTRIBUTES
+
+
+def _always_counted(nodes: list[ast.AST], name: str) -> bool:
+    """Whether every binding of `name` among `nodes` (one at least) is `name = <value that may be a size>`."""
+    stores = {id(n) for n in nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)}
+    counted = {
+        id(target)
+        for n in nodes
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None and _may_be_a_size(n.value)
+        for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(target, ast.Name) and target.id == name
+    }
+    return bool(stores) and stores == counted
+
+
+def _layer_stack_output(nodes: list[ast.AST], name: str) -> bool:
+    """Whether a loop among `nodes` passes `name` through each of its layers (`for layer in layers: name, ... =
+    layer(name, ...)`), and after that loop `name` is only rebound to a call or a view of itself alone."""
+    for loop in nodes:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        layers = set(_stored_names(loop.target))
+        if not any(_through_a_layer(stmt, name, layers) for stmt in walk_statements(loop.body)):
+            continue
+        after = [n for n in nodes if getattr(n, "lineno", 0) > loop.end_lineno]
+        stores = {id(n) for n in after if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)}
+        of_itself = {
+            id(n.targets[0])
+            for n in after
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and _of_itself_alone(n.value, name)
+        }
+        if stores <= of_itself:
+            return True
+    return False
+
+
+def _through_a_layer(stmt: ast.AST, name: str, layers: set[str]) -> bool:
+    """`name = layer(..., name, ...)` or `name, *rest = layer(...)`, `layer` one of the loop's `layers`."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+        return False
+    target, call = stmt.targets[0], stmt.value
+    first = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else target
+    given = [*call.args, *(k.value for k in call.keywords)]
+    return (
+        isinstance(first, ast.Name)
+        and first.id == name
+        and isinstance(call.func, ast.Name)
+        and call.func.id in layers
+        and any(isinstance(a, ast.Name) and a.id == name for a in given)
+    )
+
+
+def _of_itself_alone(value: ast.expr, name: str) -> bool:
+    """`name.transpose(0, 1)` (a method of `name`) or `self.layer_norm(name)` (`name` its one positional argument)."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name:
+        return True
+    return len(value.args) == 1 and isinstance(value.args[0], ast.Name) and value.args[0].id == name
 
 
 def _returns_the_schedule_result(module: Symbols, function: ast.AST) -> bool:

@@ -10,6 +10,7 @@ modules are asked for one or two, many for none).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
@@ -45,6 +46,45 @@ def _imports_of(node: ast.Import | ast.ImportFrom) -> Iterator[Import]:
             if alias.name != "*":
                 target = f"{node.module}.{alias.name}" if node.module else alias.name
                 yield Import(alias.asname or alias.name, target, node.level, True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A class whose instances only hold what they are given: a `@dataclass` or a `NamedTuple`
+    with no `__init__`/`__post_init__` of its own (either may copy what it is given)."""
+
+    fields: tuple[str, ...]  # in the order its constructor takes them by position
+    positional: bool  # False: a base class may add fields before these, positions are not known
+
+
+_DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
+_NAMED_TUPLE = frozenset({"NamedTuple", "typing.NamedTuple"})
+# Annotations that declare no field of a dataclass (the probe of `verify` builds records by them too).
+CLASS_VARIABLES = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar")
+
+
+def record_of(node: ast.ClassDef) -> Record | None:
+    """`node` as a `Record`, if it is one."""
+    decorators = {ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list}
+    bases = [ast.unparse(base) for base in node.bases]
+    named_tuple = bool(bases) and bases[0] in _NAMED_TUPLE
+    if not (decorators & _DATACLASS or named_tuple):
+        return None
+    fields = []
+    for inner in node.body:
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name in ("__init__", "__post_init__"):
+            return None
+        if isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Name):
+            annotation = inner.annotation
+            text = annotation.value if isinstance(annotation, ast.Constant) else ast.unparse(annotation)
+            if not str(text).startswith(CLASS_VARIABLES):  # `"ClassVar[float]"` is one too
+                fields.append(inner.target.id)
+    # Inherited fields, `KW_ONLY` and `field(init=False)` or `field(kw_only=True)` move positions;
+    # keywords still name fields.
+    own_bases = bases[1:] if named_tuple else bases
+    code = ast.unparse(node)
+    positional = not own_bases and "KW_ONLY" not in code and "kw_only" not in code and "init=False" not in code
+    return Record(tuple(fields), positional)
 
 
 class Symbols:
@@ -121,6 +161,17 @@ class Symbols:
     def classes(self) -> dict[str, ast.ClassDef]:
         """The classes of the module's own body, by name (the last of a name wins)."""
         return {node.name: node for node in self.tree.body if isinstance(node, ast.ClassDef)}
+
+    @functools.cached_property
+    def records(self) -> dict[str, Record]:
+        """The record classes of the module's own body, by name (a later class of a record's name that is
+        none leaves it one)."""
+        found: dict[str, Record] = {}
+        for node in self.tree.body:
+            record = record_of(node) if isinstance(node, ast.ClassDef) else None
+            if record is not None:
+                found[node.name] = record
+        return found
 
     @functools.cached_property
     def members(self) -> dict[str, Def]:

@@ -224,7 +224,9 @@ class _Calls:
                 flags |= M  # an op on a number or a container: a value without storage
         helper = _helper_call(node)
         returned = self.helpers.flags(*helper, self.depth) if helper is not None and self.helpers is not None else 0
-        if returned:  # a function of the project: what it returns, and its arguments inside what it returns
+        if returned and self._makes_a_record(helper):  # it holds what it is given, as a dict does
+            flags |= FLAG_GIVES[Gives.MAPPING](0, arguments)
+        elif returned:  # a function of the project: what it returns, and its arguments inside what it returns
             flags |= returned | arguments | (_holding(arguments) if returned & (D | S) else 0)
         if helper is not None and self.helpers is not None and self.helpers.declares_number(helper[0]):
             flags |= M  # not summarised, its annotation says (`-> int`): the analysis believes it
@@ -237,6 +239,10 @@ class _Calls:
             if method in NUMBER_METHODS or (method in NUMBER_WITHOUT_ARGUMENTS and no_arguments) or receiver & M:
                 flags |= M
         return flags
+
+    def _makes_a_record(self, helper: tuple[str, bool] | None) -> bool:
+        """Whether the call `_helper_call` read as `helper` makes a record of the project (`_Helpers.is_record`)."""
+        return helper is not None and not helper[1] and self.helpers is not None and self.helpers.is_record(helper[0])
 
     def _call_storage(self, node: ast.Call) -> frozenset[Token]:
         assert self._store is not None
@@ -262,6 +268,8 @@ class _Calls:
                 of_module = (_dotted(func.value) or "").partition(".")[0] in self.qualified
                 found |= receiver | arguments if of_module else receiver
         helper = _helper_call(node)
+        if self._makes_a_record(helper):
+            found |= STORAGE_GIVES[Gives.MAPPING](_NO_TOKENS, arguments)  # it holds what it is given, as a dict does
         if helper is None or (self.helpers is not None and not self.helpers.may_summarise(*helper, self.depth)):
             return frozenset(found)
         if helper[1]:

@@ -340,6 +340,10 @@ class _FlowStorage:
             name = _dotted(target)
             if name is not None:
                 self._grow(self._store, name, tokens)
+            owner = _owner(target.value) if kind is ast.Attribute and self._eval(target.value) & D else None
+            if owner is not None:  # a record's field (`report.lm = v`): the record holds it, as a dict its entry
+                self._mutated.add(owner)
+                self._grow(self._store, owner, tokens)
         elif kind is ast.Subscript:  # an entry of a container (or an in-place write to a tensor)
             owner = _owner(target.value)
             if owner is not None:
@@ -385,7 +389,8 @@ class _FlowStorage:
                 return _NO_TOKENS  # torch.float32 and the like
             name = _dotted(node)
             found = self._lookup(name) if name is not None else frozenset({id(node)})
-            if attribute_alias_kind(node.attr) is not None:
+            # `.data`, `.T`; a record's field (`report.lm`: what the record was given).
+            if attribute_alias_kind(node.attr) is not None or self._eval(node.value) & D:
                 found |= self._storage(node.value)
             return found
         if kind is ast.Constant or kind is ast.JoinedStr:

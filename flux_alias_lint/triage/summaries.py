@@ -18,7 +18,7 @@ from .calls import _is_mutation
 from .captures import _assigned_into, _bound_names, may_keep_arguments
 from .flows import Walk, _Flow, _walk
 from .syntax import _dotted, _parameters, _quiet_parse
-from .values import ALL, Token, _named, _union
+from .values import ALL, D, Token, _named, _union
 
 
 class _LazyDefs:
@@ -81,6 +81,11 @@ class _LazyDefs:
 
     def nested(self, name: str) -> list[Def]:
         return self._whole.nested(name) if self._whole is not None else self._nested.get(name, [])
+
+    def is_record(self, name: str) -> bool:
+        """Whether the module's class `name` is a record (`index.symbols.Record`): the whole module is parsed only
+        when its text defines a class of that name."""
+        return ("class " + name) in self._text and name in self._all().records
 
     def declares_number(self, name: str) -> bool:
         if self._whole is not None:
@@ -266,8 +271,24 @@ class _Helpers:
             self.guessed = True  # asked again: still a guess
         return self._known[key]
 
+    def is_record(self, name: str) -> bool:
+        """Whether a call of `name` makes a record of the project (`analysis.calls._call_record`): a class of this
+        module or, one import deep, of the project's module it is imported from. It holds what it is given,
+        and is a report as a dict is."""
+        defs = self._defs
+        if defs.is_record(name) if isinstance(defs, _LazyDefs) else name in defs.records:
+            return True
+        path = self._imported_path(name, False, 0)
+        if path is None:
+            return False
+        other = None if self._rough else _imported_helpers(path)
+        if other is None:
+            return self._rough  # not read: it may be one
+        imported = self._defs.imported[name][2]
+        return isinstance(other._defs, _LazyDefs) and other._defs.is_record(imported)
+
     def _decide(self, name: str, method: bool, depth: int) -> int:
-        flags = 0
+        flags = D if not method and self.is_record(name) else 0
         for node, at in self._candidates(name, method, depth):
             flags |= self._flow(node, at).return_flags()
         path = self._imported_path(name, method, depth)
