@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ..facts.tensor_ops import MODULE_WRAPPERS
 from .calls import Calls, _passing
 from .names import (
     _DEPTH,
@@ -120,6 +121,9 @@ class Resolver(Calls):
         func = call.func
         if last_name(func) == "partial" and call.args:
             yield from self._values(module, scope, call.args[0], depth)
+            return
+        if last_name(func) in MODULE_WRAPPERS and call.args and not self._classes(module, func, depth):
+            yield from self._values(module, scope, call.args[0], depth)  # `DistributedDataParallel(model)` runs `model`
             return
         if isinstance(func, ast.Attribute) and func.attr == "get" and call.args:
             yield from self._filed(module, scope, func.value, depth, call.args[0])
