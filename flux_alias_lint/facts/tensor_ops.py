@@ -292,6 +292,7 @@ def is_inplace_method(name: str) -> bool:
     """PyTorch's naming convention: ``mul_``, ``div_``, ``clamp_`` mutate and return ``self``."""
     return name.endswith("_") and not name.startswith("_") and name not in DETACH_METHODS
 
+
 # torch's module wrappers: calling one runs the wrapped module (its first argument) and returns what that
 # module's `forward` returned, the same tensors (DistributedDataParallel, DataParallel and FSDP call
 # `self.module(*inputs)`); a model wrapped so is still the model a loop's `model(x)` runs.
