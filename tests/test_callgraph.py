@@ -351,6 +351,36 @@ def test_a_function_called_in_too_many_files_is_followed_back_through_those_that
     assert graph["other0.run.drive"] == ["other0.run.forward"]
 
 
+def test_a_model_picked_from_a_registry_of_classes_runs_their_forward(tmp_path: Path) -> None:
+    """`MODELS[name]()` is an instance of each class the dict holds (under a constant key, that one's), and calling
+    it runs its `forward`; a class no registry holds is not one of them."""
+    graph = _graph(
+        tmp_path,
+        {
+            "models.py": """
+                class A:
+                    def forward(self, x):
+                        pass
+                class B:
+                    def forward(self, x):
+                        pass
+                class C:
+                    def forward(self, x):
+                        pass
+                MODELS = {"a": A, "b": B}
+                def run(name, x):
+                    model = MODELS[name]()
+                    model(x)
+                def run_b(x):
+                    model = MODELS.get("b")()
+                    model(x)
+            """,
+        },
+    )
+    assert graph["models.run"] == ["models.A.forward", "models.B.forward"]
+    assert graph["models.run_b"] == ["models.B.forward"]
+
+
 def test_defaults_star_imports_registries_passed_in_and_aliases_called(tmp_path: Path) -> None:
     graph = _graph(
         tmp_path,

@@ -74,6 +74,8 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_trainer_model_forward_keeps_a_number": "transformers 4.46.0's Trainer, a number kept",
     "FAL005/own_loop_model_from_a_module_namespace": "its own training loop, run below",
     "FAL005/neg_own_loop_model_named_in_a_module_namespace": "its own training loop, run below",
+    "FAL005/own_loop_model_from_a_decorator_registry": "its own training loop, run below",
+    "FAL005/neg_own_loop_model_from_a_decorator_registry_keeps_copies": "its own training loop, run below",
 }
 
 
@@ -191,6 +193,8 @@ def test_an_own_training_step_run_moves_the_report_as_check_says(fixture: str, f
         "FAL002/neg_in_place_caller_report_copies_numbers",
         "FAL005/own_loop_model_from_a_module_namespace",
         "FAL005/neg_own_loop_model_named_in_a_module_namespace",
+        "FAL005/own_loop_model_from_a_decorator_registry",
+        "FAL005/neg_own_loop_model_from_a_decorator_registry_keeps_copies",
     ],
 )
 def test_an_own_loop_run_moves_what_it_keeps_as_check_says(fixture: str) -> None:
