@@ -336,6 +336,51 @@ def test_a_parameter_is_followed_back_to_the_calls_of_a_bounded_number_of_files(
     assert _graph(tmp_path, files)["engine.drive"] == expected
 
 
+def test_a_function_called_in_too_many_files_is_followed_back_through_those_that_may_import_it(tmp_path: Path) -> None:
+    """More than `_CALLER_FILES` files call a function of that name, each project of the tree its own (LLaMA-Adapter's
+    `train_one_epoch(`): those naming neither its module nor a folder holding it cannot import it, and the rest
+    are followed."""
+    files = {
+        "engine.py": "def drive(step):\n    return step()\n",
+        "user0.py": "from engine import drive\n\n\ndef forward():\n    pass\n\n\ndrive(forward)\n",
+    }
+    own = "def drive(step):\n    return step()\n\n\ndef forward():\n    pass\n\n\ndrive(forward)\n"
+    files.update({f"other{k}/run.py": own for k in range(_CALLER_FILES + 1)})
+    graph = _graph(tmp_path, files)
+    assert graph["engine.drive"] == ["user0.forward"]
+    assert graph["other0.run.drive"] == ["other0.run.forward"]
+
+
+def test_a_model_picked_from_a_registry_of_classes_runs_their_forward(tmp_path: Path) -> None:
+    """`MODELS[name]()` is an instance of each class the dict holds (under a constant key, that one's), and calling
+    it runs its `forward`; a class no registry holds is not one of them."""
+    graph = _graph(
+        tmp_path,
+        {
+            "models.py": """
+                class A:
+                    def forward(self, x):
+                        pass
+                class B:
+                    def forward(self, x):
+                        pass
+                class C:
+                    def forward(self, x):
+                        pass
+                MODELS = {"a": A, "b": B}
+                def run(name, x):
+                    model = MODELS[name]()
+                    model(x)
+                def run_b(x):
+                    model = MODELS.get("b")()
+                    model(x)
+            """,
+        },
+    )
+    assert graph["models.run"] == ["models.A.forward", "models.B.forward"]
+    assert graph["models.run_b"] == ["models.B.forward"]
+
+
 def test_defaults_star_imports_registries_passed_in_and_aliases_called(tmp_path: Path) -> None:
     graph = _graph(
         tmp_path,

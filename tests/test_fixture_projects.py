@@ -10,12 +10,15 @@ the report no longer moves and the loss and its gradient are unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
 import pathlib
 import shutil
 import sys
+import types
+from collections.abc import Iterator
 
 import pytest
 from fixture_corpus import CAPTURE_CODE, PROJECT_LINE, Kind, ProjectCase, project_cases, report_path_pattern
@@ -69,6 +72,10 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_trainer_model_forward_after_4_46": "transformers 4.57.1's Trainer (test_host_models.py)",
     "FAL005/neg_trainer_model_forward_own_compute_loss": "transformers 4.46.0's Trainer, its compute_loss its own",
     "FAL005/neg_trainer_model_forward_keeps_a_number": "transformers 4.46.0's Trainer, a number kept",
+    "FAL005/own_loop_model_from_a_module_namespace": "its own training loop, run below",
+    "FAL005/neg_own_loop_model_named_in_a_module_namespace": "its own training loop, run below",
+    "FAL005/own_loop_model_from_a_decorator_registry": "its own training loop, run below",
+    "FAL005/neg_own_loop_model_from_a_decorator_registry_keeps_copies": "its own training loop, run below",
 }
 
 
@@ -171,18 +178,45 @@ def test_an_own_training_step_run_moves_the_report_as_check_says(fixture: str, f
     import torch
 
     folder = FIXTURES / fixture
-    names = {p.stem for p in folder.glob("*.py")}
-    sys.path.insert(0, str(folder))
-    try:
-        for name in names:
-            sys.modules.pop(name, None)
-        trainer = importlib.import_module("trainer")
+    with _project_module(folder, "trainer") as trainer:
         output = torch.arange(1.0, 5.0, requires_grad=True)
         arguments = (2, 0.5) if "aux_weight" in inspect.signature(trainer.train_step).parameters else (2,)
         [reported] = trainer.train_step(output, *arguments)
-    finally:
-        sys.path.remove(str(folder))
-        for name in names:
-            sys.modules.pop(name, None)
     assert reported.item() == pytest.approx(10.0 * factor)
     assert bool((folder / "expected").read_text().strip()) is (factor != 1.0)
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "FAL002/in_place_caller_report_copied_from_the_output",
+        "FAL002/neg_in_place_caller_report_copies_numbers",
+        "FAL005/own_loop_model_from_a_module_namespace",
+        "FAL005/neg_own_loop_model_named_in_a_module_namespace",
+        "FAL005/own_loop_model_from_a_decorator_registry",
+        "FAL005/neg_own_loop_model_from_a_decorator_registry_keeps_copies",
+    ],
+)
+def test_an_own_loop_run_moves_what_it_keeps_as_check_says(fixture: str) -> None:
+    # The project's own loop (`train.main`), run accumulating over 1 step and over 2: the value it logs or keeps
+    # reads half the loss at 2 (the loop's `loss /= 2` reached it) exactly where `check` gives an error.
+    folder = FIXTURES / fixture
+    with _project_module(folder, "train") as train:
+        once, twice = train.main(1), train.main(2)
+    assert twice / once == pytest.approx(0.5 if (folder / "expected").read_text().strip() else 1.0)
+
+
+@contextlib.contextmanager
+def _project_module(folder: pathlib.Path, name: str) -> Iterator[types.ModuleType]:
+    """The module `name` of a fixture project, imported with the folder on the path, its modules fresh and
+    forgotten afterwards."""
+    names = {p.stem for p in folder.glob("*.py")}
+    sys.path.insert(0, str(folder))
+    try:
+        for each in names:
+            sys.modules.pop(each, None)
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
+        for each in names:
+            sys.modules.pop(each, None)

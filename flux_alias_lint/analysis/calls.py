@@ -17,6 +17,7 @@ from ..facts.storage import (
     CONTAINER_EVIDENCE,
     CONTAINER_METHODS,
     CONTAINER_MUTATORS,
+    KEY_ENTRY_PAIRS_METHOD,
     MAPPING_UPDATE,
     ContainerMethod,
     Gives,
@@ -215,6 +216,8 @@ class Calls:
             receiver = _as_mapping(receiver)  # a helper's `report` or `metrics`: a dict until shown otherwise
         if not receiver.container and receiver.aliases and _updates_a_mapping(node):
             receiver = _as_mapping(receiver)  # `metric.update({"lm": ...})`, `metric.update(lm=...)`
+        if not receiver.container and receiver.aliases and name == KEY_ENTRY_PAIRS_METHOD and not node.args:
+            receiver = _as_mapping(receiver)  # `output.items()` of a model's output: its entries, `output["loss"]` too
         if receiver.container:
             result, updated = self._container_method(receiver, name, node, env, positional, keywords)
             if updated is not None:

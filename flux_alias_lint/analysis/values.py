@@ -516,8 +516,7 @@ def render_path(path: Sequence[Key]) -> str:
 
 def _overlap(entry: Alias, backprop: Alias) -> bool:
     """Whether two aliases may share memory: the same storage, and not two different subscripts of it."""
-    n = min(len(entry.token), len(backprop.token))
-    if entry.token[:n] != backprop.token[:n]:
+    if not _same_storage(entry.token, backprop.token):
         return False
     common = 0
     for x, y in zip(entry.ops, backprop.ops, strict=False):
@@ -528,6 +527,15 @@ def _overlap(entry: Alias, backprop: Alias) -> bool:
     # `loss, extra = out` on one branch, `loss = out` on another: `extra` is an element of a
     # tuple there, never part of `out` as a tensor, so it cannot alias the whole.
     return not (len(backprop.ops) == common < len(entry.ops) and entry.ops[common].unpacked)
+
+
+def _same_storage(a: Token, b: Token) -> bool:
+    """Whether one token is a prefix of the other, an entry at an unknown key (`v` of `out.items()`) being any
+    entry of its mapping (`out["loss"]`)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return True
+    return type(a) is Item and type(b) is Item and a[1] == b[1] and None in (a[2], b[2]) and a[3:n] == b[3:n]
 
 
 def _narrows(op: Op) -> bool:

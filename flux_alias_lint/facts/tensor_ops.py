@@ -296,3 +296,9 @@ def writes_in_place(name: str) -> bool:
 def is_inplace_method(name: str) -> bool:
     """PyTorch's naming convention: ``mul_``, ``div_``, ``clamp_`` mutate and return ``self``."""
     return name.endswith("_") and not name.startswith("_") and name not in DETACH_METHODS
+
+
+# torch's module wrappers: calling one runs the wrapped module (its first argument) and returns what that
+# module's `forward` returned, the same tensors (DistributedDataParallel, DataParallel and FSDP call
+# `self.module(*inputs)`); a model wrapped so is still the model a loop's `model(x)` runs.
+MODULE_WRAPPERS: frozenset[str] = frozenset({"DistributedDataParallel", "DataParallel", "FullyShardedDataParallel"})

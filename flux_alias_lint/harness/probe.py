@@ -581,6 +581,7 @@ def build_probe(
     """
     used = {**usage_kinds(function), **(kinds or {})}
     run = Run(shape, _literals(function))
+    run.mapping_names.update(name for name, kind in used.items() if kind == "mapping")
     namespace = _Namespace(used, run)
     namespace["__name__"] = "__flux_probe__"
     run_module_top(module, namespace, run, path, Project(run) if faithful else None)

@@ -63,6 +63,7 @@ class Run:
         self.roles: dict[str, str] = {}  # a stand-in's name → its layout (ROLES), where one was chosen for it
         self.literals = literals  # the function's string constants: the keys an iterated mapping holds
         self.stub_items: set[str] = set()  # keys of a batch whose item the function uses as an object, not a tensor
+        self.mapping_names: set[str] = set()  # the names the function reads as mappings (`output.items()`)
         self.generation = 0
         self.start(())
 
@@ -246,14 +247,17 @@ class Stub:
         tensor = _first_tensor(args, kwargs)
         if tensor is None:
             return self.child("()")
+        caller = sys._getframe(1)
+        stored = stored_after_call(caller) or ""
+        if stored in self._run.mapping_names:  # `output = model(samples)`, then `output.items()`, `output["loss"]`
+            return StandInMapping(self._run)
         # `outputs = model(**inputs)`: a model called with keyword inputs alone may return a mapping (a
         # transformers ModelOutput, read as `outputs["loss"]`): tried after the tensor, as an undecided branch.
         if not args and not self._run.choose():
             return StandInMapping(self._run)
         # `loss, log = helper(logits)`: the tensor first, then stubs, as many as the caller unpacks. Stored as a
         # loss (`policy_loss, metrics = loss_fn(log_probs)`), it is one value, as a loss is (`loss.item()`).
-        caller = sys._getframe(1)
-        result = tensor.mean() if _LOSS.search(stored_after_call(caller) or "") else tensor * 1.0
+        result = tensor.mean() if _LOSS.search(stored) else tensor * 1.0
         count = unpacked_after_call(caller)
         if count:
             return (result, *(self.child(f"()[{i}]") for i in range(1, count)))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from collections.abc import Iterator
 
 from .classes import Classes
-from .names import _FUNCTIONS, Found, Value, _bound_locally, _default, _parameter_owner
+from .names import _FUNCTIONS, Found, Value, _bound_locally, _default, _may_be, _parameter_owner
 from .nodes import body_walk, last_name, parameters, positional
 from .reach import MEGATRON, Reach, Step
 from .symbols import Symbols
@@ -71,7 +72,9 @@ class Calls(Classes):
         made = _made_class(scope)
         paths = self._caller_files(module, scope)
         if bounded and len(paths) > _CALLER_FILES:
-            return
+            paths = self._importing(module, scope, paths)
+            if len(paths) > _CALLER_FILES:
+                return
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
             if isinstance(function, ast.Lambda):  # called by the names it is assigned to
@@ -124,6 +127,22 @@ class Calls(Classes):
         paths += self._mentioning(module.path, f"@{function.name}")  # applied as a decorator
         return [p for p in dict.fromkeys(paths) if p != module.path]
 
+    def _importing(self, module: Symbols, scope: list[ast.AST], paths: list[str]) -> list[str]:
+        """Of `paths`, naming a module-level function of `module`, those that may import it: a caller names its
+        module or a package holding it (`from engine import train_one_epoch`, `import pkg.engine`, a package
+        re-exporting it), where a tree of many projects defines and calls a function of that name in each
+        (LLaMA-Adapter's sixteen `train_one_epoch(`). A method is called through instances: `paths` as it is."""
+        if len(scope) != 1 or not module.path:
+            return paths
+        root = next((r for r in self.roots if module.path.startswith(r + os.sep)), None)
+        if root is None:
+            return paths
+        stem = os.path.splitext(os.path.basename(module.path))[0]
+        words = {stem} if stem != "__init__" else set()
+        words |= set(os.path.relpath(os.path.dirname(module.path), root).split(os.sep)) - {os.curdir}
+        importing = {p for word in words for p in self._mentioning(module.path, word)}
+        return [p for p in paths if p in importing]
+
     def _calls_named(self, module: Symbols) -> dict[str, list[_Call]]:
         """The calls of `module` (and the partials binding a function) by the last name of the function
         called: (the scope of the call, the call, the function, positional and keyword arguments).
@@ -156,6 +175,10 @@ class Calls(Classes):
         or tuple it is bound to, what is stored into it (`LOSSES[name] = fn`), and what a decorator
         files into it. A constant `key` (`LOSSES["ce"]`, `fns[0]`) keeps the entries filed under a key
         that may equal it, and so does a parameter every call of its function passes a constant for."""
+        namespace = self._namespace(module, registry)
+        if namespace is not None:  # `models.__dict__[args.model]`: every def it may name
+            yield from (Value(namespace, f) for name, f in namespace.defs.items() if _may_be(key, name))
+            return
         if not isinstance(registry, ast.Name):
             return
         keys = self._constants_passed(module, scope, key, depth) if isinstance(key, ast.Name) else None

@@ -13,6 +13,7 @@ from .names import (
     Names,
     Value,
     _arguments,
+    _bound_locally,
     _enclosing_class,
     _parameter_owner,
     _targets,
@@ -141,8 +142,21 @@ class Classes(Names):
                 calls = self._calls_of(module, inner, node.id, depth + 1, bounded=True)
                 return [c for caller, at, _, passed in calls for c in self._instance_of(caller, at, passed, depth + 1)]
             _, values = self._named(module, scope, node.id)
+            if not values and node.id in module.targets and not _bound_locally(scope, node.id):
+                return self._imported_instance(module, node.id, depth)
             return [found for value in values for found in self._instance_of(module, scope, value, depth + 1)]
         return []
+
+    def _imported_instance(self, module: Symbols, name: str, depth: int) -> list[tuple[Symbols, ast.ClassDef]]:
+        """The classes an instance `module` imports as `name` is of, made in the module it comes from
+        (`from lavis.common.registry import registry`, there `registry = Registry()`)."""
+        dotted, level = module.targets[name]
+        owner, _, there = dotted.rpartition(".")
+        path = self._find(module.path, owner, level) if owner or level else None
+        target = self._module(path) if path is not None else None
+        if target is None or target is module:
+            return []
+        return self._instance_of(target, [], ast.Name(there, ast.Load()), depth + 1)
 
     def _made_by(
         self, module: Symbols, scope: list[ast.AST], func: ast.expr, depth: int
@@ -153,6 +167,7 @@ class Classes(Names):
         for factory in self._values(module, scope, func, depth + 1):
             if isinstance(factory.function, ast.Lambda):
                 continue
+            inner = factory.module.scope_of(factory.function)
             nodes = list(body_walk(factory.function))
             for stmt in nodes:
                 if not (isinstance(stmt, ast.Return) and stmt.value is not None):
@@ -165,7 +180,12 @@ class Classes(Names):
                         if isinstance(n, ast.Assign)
                         and any(isinstance(t, ast.Name) and t.id == stmt.value.id for t in n.targets)
                     ]
-                found += [c for v in values if isinstance(v, ast.Call) for c in self._classes(factory.module, v.func)]
+                found += [
+                    c
+                    for v in values
+                    if isinstance(v, ast.Call)
+                    for c in self._instance_of(factory.module, inner, v, depth + 1)
+                ]
         return found
 
     def _bases(self, module: Symbols, cls: ast.ClassDef, depth: int) -> list[tuple[Symbols, ast.ClassDef]]:

@@ -65,6 +65,22 @@ class FollowedEvidence(Resolver):
                     steps = (*value.steps, step, *reach.steps)
                     self._reach(value.module.path, value.function, dataclasses.replace(reach, steps=steps))
 
+    def _entry_returned_evidence(self, path: str) -> None:
+        """A reached loss function whose loss is an entry of what a call returned (`output = model(samples)`, then
+        `return output["loss"], loss_dict`; `return model(x)["loss"]`): the functions called return a dict whose
+        entry is rescaled (`Reach.entry`), a model's `forward` among them (`handoffs.ENTRY_RETURNED`). Found from
+        this file's own evidence, as delegations are."""
+        for reach, module, scope, function in self._reached_functions(list(self.evidence[path]), whole=True):
+            if reach.entry or isinstance(function, ast.Lambda):
+                continue
+            for stmt, call, key in _entries_returned(function, reach.whole_return):
+                what = f"its {key!r} entry is returned as the loss by {function.name}"
+                step = self._step(module, stmt, what)
+                for value in self._values(module, [*scope, function], call.func):
+                    steps = (*value.steps, step, *reach.steps)
+                    like = dataclasses.replace(reach, steps=steps, whole_return=True, entry=key, also=())
+                    self._reach(value.module.path, value.function, like)
+
     def _reached_functions(
         self, evidence: Iterable[tuple[Key, Reach]], whole: bool = False
     ) -> Iterator[tuple[Reach, Symbols, list[ast.AST], ast.AST]]:
@@ -286,3 +302,39 @@ def _parameter_owner(scope: list[ast.AST], name: str) -> ast.AST | None:
         if name in bound_names(body_walk(function)):
             return None
     return None
+
+
+def _entries_returned(function: ast.AST, whole: bool) -> Iterator[tuple[ast.stmt, ast.Call, str]]:
+    """The calls whose result's entry `function` returns as its loss (its bare return if `whole`, else the first
+    element of a returned tuple): `out["loss"]` of a name bound once to a call (`out = model(x)`), a name bound
+    once to such an entry (`loss = out["loss"]`), `model(x)["loss"]`; each with the statement binding or returning
+    it and the entry's key."""
+    nodes = list(body_walk(function))
+    stores: dict[str, int] = {}
+    assigned: dict[str, ast.expr] = {}
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            assigned[node.targets[0].id] = node.value
+
+    def once(name: str) -> ast.expr | None:
+        return assigned.get(name) if stores.get(name) == 1 else None
+
+    for stmt in nodes:
+        if not isinstance(stmt, ast.Return) or stmt.value is None:
+            continue
+        loss = stmt.value
+        if not whole:
+            if not (isinstance(loss, ast.Tuple) and len(loss.elts) in (2, 3)):
+                continue
+            loss = loss.elts[0]
+        if isinstance(loss, ast.Name):
+            loss = once(loss.id)
+        if not (isinstance(loss, ast.Subscript) and isinstance(loss.slice, ast.Constant)):
+            continue
+        key, made = loss.slice.value, loss.value
+        if isinstance(made, ast.Name):
+            made = once(made.id)
+        if isinstance(key, str) and isinstance(made, ast.Call):
+            yield stmt, made, key

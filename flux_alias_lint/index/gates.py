@@ -59,9 +59,20 @@ def gates(data: bytes) -> tuple[set[int], set[int]]:
         megatron.update(_line_of(data, match.start()) for match in _HANDED.finditer(data))
     rescaling: set[int] = set()
     for name, at in _rescaled_names(data):
-        if re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*(?:,[^=\n]*)?=[ \t]*[\w.]+\(", data, re.M):
+        if _bound_to_a_call(data, name) or any(
+            _bound_to_a_call(data, alias) for alias in re.findall(rb"^[ \t]*" + re.escape(name) + _ALIAS, data, re.M)
+        ):
             rescaling.add(_line_of(data, at))
     return megatron, rescaling
+
+
+# `loss = c_loss`: a name bound to another whole (`in_place._through_aliases`).
+_ALIAS = rb"[ \t]*=[ \t]*(\w+)[ \t]*(?:#.*)?$"
+
+
+def _bound_to_a_call(data: bytes, name: bytes) -> bool:
+    """Whether `name = f(...)` (or `name, other = f(...)`) starts a line of `data`."""
+    return re.search(rb"^[ \t]*" + re.escape(name) + rb"[ \t]*(?:,[^=\n]*)?=[ \t]*[\w.]+\(", data, re.M) is not None
 
 
 def _line_of(data: bytes, offset: int) -> int:

@@ -182,10 +182,27 @@ PATCH = Patch(
     "FAL001/loss_func_patched_by_a_registry",
     callees=frozenset({"register_patch", "register"}),
 )
+ENTRY_RETURNED = HandOff(
+    "entry-returned",
+    "A reached loss function returns as its loss an entry of what a call gave (`output = model(samples)`, then "
+    '`return output["loss"], loss_dict`, as LAVIS\' `BaseTask.train_step` does; `return model(x)["loss"]`): the '
+    "functions called, a model's `forward` among them, return a dict whose entry is rescaled (`Reach.entry`).",
+    "FAL005/own_loop_model_from_a_decorator_registry",
+)
+CLASS_REGISTRY = HandOff(
+    "class-registry",
+    "A model picked by name from a registry of classes is an instance of each class it may hold, and calling it runs "
+    "that class's `forward`: a decorator storing the class it decorates (LAVIS' `@registry.register_model(\"opt\")`, "
+    "read by `registry.get_model_class(name)`, then `model_cls.from_config(cfg)`), a dict display of classes, a "
+    "module's namespace (`models_llama_adapter.__dict__[args.model](args)`, fixture "
+    "`FAL005/own_loop_model_from_a_module_namespace`); through `DistributedDataParallel(model)` too. A constant key "
+    "keeps its entry; a parameter nothing resolves is no class.",
+    "FAL005/own_loop_model_from_a_decorator_registry",
+)
 IN_PLACE_CALLER = HandOff(
     "in-place-caller",
     "A caller unpacks `loss, report = f(...)` (or three names), or binds `loss = f(...)` (the loss returned whole: "
-    "FAL005's captures of it), and then rescales `loss` in place (`loss *= k`, `loss /= n`, `loss.div_(n)`, "
+    "FAL005's captures of it; or `c_loss = f(...)`, then `loss = c_loss`), and then rescales `loss` in place (`loss *= k`, `loss /= n`, `loss.div_(n)`, "
     "`loss.mul_(k)`; not by 1, which changes nothing): context `in-place-caller`.",
     "FAL002/in_place_caller_tuple_report",
 )
@@ -205,6 +222,8 @@ HAND_OFFS: tuple[HandOff, ...] = (
     CALC_LOSS,
     LOSS_REDUCTION,
     PATCH,
+    ENTRY_RETURNED,
+    CLASS_REGISTRY,
     IN_PLACE_CALLER,
 )
 

@@ -27,6 +27,7 @@ from typing import NamedTuple
 from .host_models import Write, writes
 from .nodes import aliases_itself, body_walk, dotted, is_self_attribute, last_name
 from .reach import COMPOSER, COMPOSER_TOTAL, Reach, Step
+from .registries import _LOADERS
 from .resolve import Resolver
 from .symbols import Symbols
 
@@ -49,8 +50,6 @@ _COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel", "ComposerClassifier")
 # targets, *args, **kwargs)`, composer/models/tasks/classification.py).
 _COMPOSER_CLASSIFIER = "ComposerClassifier"
 _TRAINER_PACKAGES = ("transformers", "trl")
-# The class methods that make an instance of the class they are called on (`TinyLM.from_pretrained(path)`).
-_LOADERS = ("from_pretrained", "from_config", "_from_config")
 
 
 # What a function must hold for a hand-off in its body: `...Trainer(`, `compute_loss_func`,

@@ -18,15 +18,21 @@ class InPlaceEvidence(Resolver):
     def _in_place_evidence(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
         """`function` a def, or the module itself for a script's loop at module level."""
         nodes = list(body_walk(function))
-        rescaled = rescaled_in_place(nodes)
+        rescaled, written = _through_aliases(nodes, rescaled_in_place(nodes))
         at_module = isinstance(function, ast.Module)
         caller = "the module's own code" if at_module else function.name
         for assign, name, whole in _received(nodes, rescaled):
+            if name in written and assign.lineno > written[name][1]:
+                continue  # `loss = c_loss` before this `c_loss = f(...)`: the rescaled tensor is an older one
             callee = assign.value.func
             what = "its result is bound whole by" if whole else "its (loss, report) is unpacked by"
             steps = (
                 self._step(module, assign, f"{what} {caller}"),
-                Step(shown(module.path), rescaled[name], f"which rescales {name} in place"),
+                Step(
+                    shown(module.path),
+                    rescaled[name],
+                    f"which rescales {written[name][0] if name in written else name} in place",
+                ),
             )
             for value in self._values(module, scope if at_module else scope + [function], callee):
                 reach = Reach(IN_PLACE_CALLER, (*value.steps, *steps), whole_return=whole)
@@ -77,3 +83,28 @@ def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.
         if not any(stmt.lineno < other < line for other in stores[name]):
             found.append((stmt, name, whole))
     return found
+
+
+def _through_aliases(
+    nodes: list[ast.AST], rescaled: dict[str, int]
+) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
+    """`rescaled`, and the names a rescaled name is bound to whole before the rescale (`loss = c_loss`, then
+    `loss /= k`: `c_loss` is the tensor divided), when that is the rescaled name's only binding (LLaMA-Adapter's
+    loop): one level. With each such name, the one the rescale writes and the line binding it so."""
+    augmented = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
+    bound: dict[str, int] = {}
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in augmented:
+            bound[node.id] = bound.get(node.id, 0) + 1
+    found = dict(rescaled)
+    written: dict[str, tuple[str, int]] = {}
+    for stmt in nodes:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Name)):
+            continue
+        target, source = stmt.targets[0], stmt.value.id
+        if not isinstance(target, ast.Name) or target.id not in rescaled or source in rescaled:
+            continue
+        if bound.get(target.id) == 1 and stmt.lineno < rescaled[target.id]:
+            found[source] = rescaled[target.id]
+            written[source] = (target.id, stmt.lineno)
+    return found, written

@@ -178,6 +178,11 @@ class Names(Modules):
         name assigned a class (`Kind = Strategy`), a class nested in one (`Outer.Inner`)."""
         if isinstance(node, ast.Name) and node.id in module.classes:
             return [(module, module.classes[node.id])]
+        if isinstance(node, ast.Subscript):  # `models.__dict__[args.model]`: the classes it may hold
+            namespace = self._namespace(module, node.value)
+            if namespace is None:
+                return []
+            return [(namespace, cls) for name, cls in namespace.classes.items() if _may_be(node.slice, name)]
         if isinstance(node, ast.Name):  # each branch may import its own class under one name
             imported = [
                 c
@@ -208,6 +213,25 @@ class Names(Modules):
         level = module.targets[node.value.id][1]
         return self._class_at(module, dotted, level, depth)
 
+    def _namespace(self, module: Symbols, node: ast.expr) -> Symbols | None:
+        """The module of the project whose names `node` maps to their values (`mod.__dict__`, `vars(mod)`, a
+        module imported as `mod`; `globals()`: `module` itself): a registry of every def and class it holds."""
+        if isinstance(node, ast.Call) and not node.keywords:
+            name = node.func.id if isinstance(node.func, ast.Name) else None
+            if name == "globals" and not node.args:
+                return module
+            if name != "vars" or len(node.args) != 1:
+                return None
+            node = node.args[0]
+        elif isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            node = node.value
+        else:
+            return None
+        if not isinstance(node, ast.Name) or node.id not in module.targets:
+            return None
+        path = self._find(module.path, *module.targets[node.id])
+        return self._module(path) if path is not None else None
+
     def _imports(self, module: Symbols) -> dict[str, list[tuple[str, int]]]:
         """Every import binding each name anywhere in `module` (`Symbols.targets` keeps the last)."""
         found = self._imported.get(id(module))
@@ -231,6 +255,11 @@ class Names(Modules):
         if name in target.targets and depth < _DEPTH and "." in target.targets[name][0]:  # re-exported
             return self._class_at(target, *target.targets[name], depth + 1)
         return []
+
+
+def _may_be(key: ast.expr | None, name: str) -> bool:
+    """Whether a namespace's entry `name` may be what `key` reads: any entry for a key computed at run time."""
+    return not isinstance(key, ast.Constant) or key.value == name
 
 
 def _unpacked(target: ast.expr, value: ast.expr) -> Iterator[tuple[str, ast.expr]]:

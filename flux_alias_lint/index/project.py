@@ -157,4 +157,5 @@ class ProjectIndex(ScheduleEvidence, FollowedEvidence, InPlaceEvidence, HostEvid
             self._host_evidence(module, hand_off_lines(data))
         self._patch_evidence(path)
         self._delegated_evidence(path)
+        self._entry_returned_evidence(path)
         self._returned_as_the_loss(path)

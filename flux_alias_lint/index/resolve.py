@@ -23,7 +23,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .calls import Calls, _passing
+from ..facts.tensor_ops import MODULE_WRAPPERS
+from .calls import _passing
 from .names import (
     _DEPTH,
     _FUNCTIONS,
@@ -36,12 +37,13 @@ from .names import (
     imported_from,
 )
 from .nodes import body_walk, is_self_attribute, last_name, positional
+from .registries import Registries
 from .symbols import Symbols
 
 __all__ = ["Resolver", "Value", "imported_from"]
 
 
-class Resolver(Calls):
+class Resolver(Registries):
     """The project's modules, with the functions their expressions evaluate to."""
 
     def __init__(self, roots: list[str]) -> None:
@@ -121,9 +123,12 @@ class Resolver(Calls):
         if last_name(func) == "partial" and call.args:
             yield from self._values(module, scope, call.args[0], depth)
             return
+        if last_name(func) in MODULE_WRAPPERS and call.args and not self._classes(module, func, depth):
+            yield from self._values(module, scope, call.args[0], depth)  # `DistributedDataParallel(model)` runs `model`
+            return
         if isinstance(func, ast.Attribute) and func.attr == "get" and call.args:
             yield from self._filed(module, scope, func.value, depth, call.args[0])
-        for class_module, cls in self._classes(module, func, depth):
+        for class_module, cls in self._instance_of(module, scope, call, depth):
             for method in self._methods(class_module, cls, "__call__", 0) or self._methods(
                 class_module, cls, "forward", 0
             ):
@@ -255,8 +260,10 @@ class Resolver(Calls):
                 return
             if owner.id in module.targets and not _bound_locally(scope, owner.id):
                 target, level = module.targets[owner.id]
-                yield from self._dotted(module, f"{target}.{attr}", level, depth)
-                return
+                found = list(self._dotted(module, f"{target}.{attr}", level, depth))
+                if found or not self._imported_instance(module, owner.id, depth):
+                    yield from found
+                    return
         head, dotted = _chain(node)
         if head in module.targets and "." in dotted[len(head) + 1 :] and not _bound_locally(scope, head):
             target, level = module.targets[head]  # `import pkg.mod`, then `pkg.mod.f`
