@@ -67,6 +67,7 @@ def call_graph(root: str, unread: list[str] | None = None) -> dict[str, list[str
                     there = named.get(id(target_module))
                     if there is not None and id(target) in there[1]:
                         source.add(f"{there[0]}.{there[1][id(target)].name}")
+                source.update(_run_outside(resolver, module, scope, node))
     return {name: sorted(callees) for name, callees in sorted(graph.items())}
 
 
@@ -88,6 +89,20 @@ def _run_by(
         for cls_module, cls in resolver._instance_of(module, scope, node.iter, 0):
             for name in ("__iter__", "__next__"):
                 yield from resolver._inherited(cls_module, cls, name, 0)
+
+
+def _run_outside(resolver: Resolver, module: Symbols, scope: list[ast.AST], node: ast.AST) -> list[str]:
+    """The dotted names outside the project a node of a scope's own code runs: what a call or a
+    decorator names there, the outside base's `__init__` of a class of the project that has none."""
+    if isinstance(node, _FUNCTIONS):
+        return [name for decorator in node.decorator_list for name in resolver._external(module, scope, decorator)]
+    if not isinstance(node, ast.Call):
+        return []
+    found = resolver._external(module, scope, node.func)
+    for cls_module, cls in resolver._classes(module, node.func):
+        if not resolver._inherited(cls_module, cls, "__init__", 0):
+            found += [f"{base}.__init__" for base in resolver._external_bases(cls_module, cls)]
+    return found
 
 
 def _called(

@@ -23,7 +23,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .calls import Calls, _passing
+from .calls import _passing
+from .external import External
 from .names import (
     _DEPTH,
     _FUNCTIONS,
@@ -41,7 +42,7 @@ from .symbols import Symbols
 __all__ = ["Resolver", "Value", "imported_from"]
 
 
-class Resolver(Calls):
+class Resolver(External):
     """The project's modules, with the functions their expressions evaluate to."""
 
     def __init__(self, roots: list[str]) -> None:
@@ -129,17 +130,25 @@ class Resolver(Calls):
             ):
                 yield Value(class_module, method)
         for factory in self._values(module, scope, func, depth):
-            if isinstance(factory.function, ast.Lambda):
-                continue
-            inner = factory.module.scope_of(factory.function)
-            for stmt in body_walk(factory.function):
-                if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value):
-                    step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
+            yield from self._returned(module, scope, call, factory, depth)
+
+    def _returned(
+        self, module: Symbols, scope: list[ast.AST], call: ast.Call | None, factory: Value, depth: int
+    ) -> Iterator[Value]:
+        """The functions `factory` returns, called by `call` (None: called by a builtin, `map`)."""
+        if isinstance(factory.function, ast.Lambda):
+            return
+        inner = factory.module.scope_of(factory.function)
+        for stmt in body_walk(factory.function):
+            if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value):
+                step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
+                made_here = None
+                if call is not None:
                     made_here = self._given_back(module, scope, call, factory, inner, stmt.value, depth)
-                    if made_here is None:
-                        made_here = self._values(factory.module, inner, stmt.value, depth)
-                    for made in made_here:
-                        yield made._replace(steps=(*made.steps, step, *factory.steps))
+                if made_here is None:
+                    made_here = self._values(factory.module, inner, stmt.value, depth)
+                for made in made_here:
+                    yield made._replace(steps=(*made.steps, step, *factory.steps))
 
     def _given_back(
         self,
@@ -189,6 +198,12 @@ class Resolver(Calls):
                 yield from self._values(module, scope, element, depth)
         elif isinstance(node, ast.Name):
             yield from self._filed(module, scope, node, depth)
+            for made in self._named(module, scope, node.id, (ast.Call,), at=node)[1]:  # `res = map(f, xs)`
+                yield from self._elements(module, scope, made, depth + 1)
+        if isinstance(node, ast.Call) and last_name(node.func) == "map" and not self._values(module, scope, node.func):
+            for argument in node.args:  # the builtin's elements: what the functions passed return
+                for function in self._values(module, scope, argument, depth):
+                    yield from self._returned(module, scope, None, function, depth)
         if isinstance(node, ast.Call):
             for generator in self._values(module, scope, node.func, depth):
                 inner = generator.module.scope_of(generator.function)

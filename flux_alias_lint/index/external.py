@@ -1,0 +1,102 @@
+"""Calls into other packages: what an expression is outside the project, by the dotted name it is
+imported as (`from ext import Cls`, then `Cls().fun`: `ext.Cls.fun`), as PyCG names such callees.
+
+A name imported from a module the project does not ship is that module's; an attribute of it, or of
+what calling it gives (an instance, a result), extends the name; a name bound to one of these, or a
+parameter the callers pass one for, is it too; a member the project's classes do not have, of an
+instance of a class deriving from an outside base, is the base's (`self.parent_fn`:
+`ext.parent.parent_fn`). Bounded as `Resolver._values` is: by `_DEPTH`, cached per node for the
+file being read, parameters followed to `_CALLER_FILES` files.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .calls import Calls
+from .names import _DEPTH, _parameter_owner
+from .nodes import is_self_attribute
+from .symbols import Symbols
+
+# An outside value: its dotted name, and whether it is what calling that name gave (an instance or
+# a result: calling it again runs nothing the name says).
+Outside = tuple[str, bool]
+
+
+class External(Calls):
+    """The project's modules, with what their expressions are outside the project."""
+
+    def __init__(self, roots: list[str]) -> None:
+        super().__init__(roots)
+        self._outside_cache: dict[tuple[int, int], tuple[ast.AST, list[Outside]]] = {}
+        self._outside_of: str | None = None
+
+    def _external(self, module: Symbols, scope: list[ast.AST], func: ast.expr) -> list[str]:
+        """The dotted names outside the project that calling `func` runs."""
+        return sorted({name for name, made in self._outside(module, scope, func, 0) if not made})
+
+    def _external_bases(self, module: Symbols, cls: ast.ClassDef) -> list[str]:
+        """The dotted names of the bases outside the project of `cls` and of its bases in it."""
+        found = []
+        for owner_module, owner in [(module, cls), *self._bases(module, cls, 0)]:
+            for base in owner.bases:
+                found += [name for name, made in self._outside(owner_module, [], base, 0) if not made]
+        return list(dict.fromkeys(found))
+
+    def _outside(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int) -> list[Outside]:
+        if depth > _DEPTH:
+            return []
+        if self._outside_of != self._current:
+            self._outside_cache.clear()
+            self._outside_of = self._current
+        key = (id(node), id(scope[-1]) if scope else id(module.tree))
+        cached = self._outside_cache.get(key)
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        self._outside_cache[key] = (node, [])  # a cycle finds nothing more
+        found = list(dict.fromkeys(self._compute_outside(module, scope, node, depth + 1)))
+        self._outside_cache[key] = (node, found)
+        return found
+
+    def _compute_outside(self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int) -> list[Outside]:
+        if isinstance(node, ast.Call):
+            return [(name, True) for name, _ in self._outside(module, scope, node.func, depth)]
+        if isinstance(node, ast.IfExp):
+            return [*self._outside(module, scope, node.body, depth), *self._outside(module, scope, node.orelse, depth)]
+        if isinstance(node, ast.Name):
+            return self._outside_name(module, scope, node, depth)
+        if isinstance(node, ast.Attribute):
+            found = [(f"{name}.{node.attr}", False) for name, _ in self._outside(module, scope, node.value, depth)]
+            if not found and not self._values(module, scope, node):  # no member of the project's classes
+                found = [(f"{name}.{node.attr}", False) for name in self._outside_members(module, scope, node, depth)]
+            return found
+        return []
+
+    def _outside_name(self, module: Symbols, scope: list[ast.AST], node: ast.Name, depth: int) -> list[Outside]:
+        defs, values = self._named(module, scope, node.id, at=node)
+        if defs:
+            return []
+        if values:
+            return [found for value in values for found in self._outside(module, scope, value, depth)]
+        owner = _parameter_owner(scope, node.id) if self._follow_parameters else None
+        if owner is not None:  # what the callers pass
+            inner = scope[: scope.index(owner) + 1]
+            calls = self._calls_of(module, inner, node.id, depth, bounded=True)
+            return [found for caller, at, _, passed in calls for found in self._outside(caller, at, passed, depth)]
+        if node.id in module.defs or node.id in module.classes or node.id not in module.targets:
+            return []
+        dotted, level = module.targets[node.id]
+        return [] if level or self._ships(module, dotted) else [(dotted, False)]
+
+    def _outside_members(self, module: Symbols, scope: list[ast.AST], node: ast.Attribute, depth: int) -> list[str]:
+        """The outside bases whose member `node` is: of the classes its owner is an instance of (the
+        class around `self`)."""
+        if not (isinstance(node.value, ast.Name) or is_self_attribute(node.value)):
+            return []
+        classes = self._instance_of(module, scope, node.value, depth)
+        return list(dict.fromkeys(name for c_module, cls in classes for name in self._external_bases(c_module, cls)))
+
+    def _ships(self, module: Symbols, dotted: str) -> bool:
+        """Whether the project has the module `dotted` (or a module it is a name of) imports from."""
+        parts = dotted.split(".")
+        return any(self._find(module.path, ".".join(parts[:cut]), 0) is not None for cut in range(1, len(parts) + 1))
