@@ -256,9 +256,9 @@ class Calls(Classes):
                 for stmt in body_walk(node):
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                         target = stmt.targets[0]
-                        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript):
-                            if isinstance(target.value.value, ast.Name):
-                                found.setdefault(target.value.value.id, []).append((inner, stmt))
+                        nested = isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript)
+                        if nested and isinstance(target.value.value, ast.Name):
+                            found.setdefault(target.value.value.id, []).append((inner, stmt))
         return found
 
     def _returned_registry(
@@ -275,7 +275,9 @@ class Calls(Classes):
                     continue
                 step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
                 if isinstance(stmt.value, _REGISTRIES):
-                    found = [f for e in _entries(stmt.value, key) for f in self._values(factory.module, inner, e, depth)]
+                    found = [
+                        f for e in _entries(stmt.value, key) for f in self._values(factory.module, inner, e, depth)
+                    ]
                 else:
                     found = list(self._filed(factory.module, inner, stmt.value, depth + 1, key))
                 for value in found:

@@ -1,7 +1,7 @@
 """Calls into other packages: what an expression is outside the project, by the dotted name it is
 imported as (`from ext import Cls`, then `Cls().fun`: `ext.Cls.fun`), as PyCG names such callees.
 
-A name imported from a module the project does not ship is that module's; an attribute of it, or of
+A name imported from a module the project does not ship (nor the standard library) is that module's; an attribute of it, or of
 what calling it gives (an instance, a result), extends the name; a name bound to one of these, or a
 parameter the callers pass one for, is it too; a member the project's classes do not have, of an
 instance of a class deriving from an outside base, is the base's (`self.parent_fn`:
@@ -12,6 +12,7 @@ file being read, parameters followed to `_CALLER_FILES` files.
 from __future__ import annotations
 
 import ast
+import sys
 
 from .calls import Calls
 from .names import _DEPTH, _parameter_owner
@@ -86,7 +87,9 @@ class External(Calls):
         if node.id in module.defs or node.id in module.classes or node.id not in module.targets:
             return []
         dotted, level = module.targets[node.id]
-        return [] if level or self._ships(module, dotted) else [(dotted, False)]
+        if level or dotted.partition(".")[0] in sys.stdlib_module_names or self._ships(module, dotted):
+            return []  # the project's, or the standard library's (`functools.partial`: no package called)
+        return [(dotted, False)]
 
     def _outside_members(self, module: Symbols, scope: list[ast.AST], node: ast.Attribute, depth: int) -> list[str]:
         """The outside bases whose member `node` is: of the classes its owner is an instance of (the
