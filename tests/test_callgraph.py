@@ -792,6 +792,42 @@ SHAPES = {
         "main",
         ["main.a", "main.b"],
     ),
+    "a call's result called with a function it gives back": (
+        {
+            "main.py": """
+                def step():
+                    pass
+
+                def passthrough(f):
+                    return f
+
+                def pick():
+                    return passthrough
+
+                pick()(step)()
+            """
+        },
+        "main",
+        ["main.passthrough", "main.pick", "main.step"],
+    ),
+    "a factory returning what another factory returns": (
+        {
+            "main.py": """
+                def step():
+                    pass
+
+                def inner():
+                    return step
+
+                def outer():
+                    return inner()
+
+                outer()()
+            """
+        },
+        "main",
+        ["main.outer", "main.step"],
+    ),
 }
 
 

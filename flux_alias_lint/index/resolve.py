@@ -140,7 +140,7 @@ class Resolver(External):
             return
         inner = factory.module.scope_of(factory.function)
         for stmt in body_walk(factory.function):
-            if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value):
+            if isinstance(stmt, ast.Return) and stmt.value is not None:  # `return make()`: what it returns
                 step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
                 made_here = None
                 if call is not None:
@@ -167,8 +167,11 @@ class Resolver(External):
         if not self._follow_parameters or not isinstance(returned, ast.Name):
             return None
         function = factory.function
-        if _parameter_owner(inner, returned.id) is not function or isinstance(call.func, ast.Call):
+        if _parameter_owner(inner, returned.id) is not function:
             return None
+        method = len(inner) > 1 and isinstance(inner[-2], ast.ClassDef)
+        if isinstance(call.func, ast.Call) and (method or last_name(call.func.func) == "partial"):
+            return None  # `make()(x)` calling a bound method, `partial(wrap, a)(b)`: positions unknown
         if isinstance(call.func, ast.Name):  # `w = partial(wrap, a)`, then `w(b)`: not `wrap`'s positions
             bound = self._named(module, scope, call.func.id, at=call.func)[1]
             if any(isinstance(v, ast.Call) and last_name(v.func) == "partial" for v in bound):
@@ -177,7 +180,6 @@ class Resolver(External):
         if any(k.arg is None for k in call.keywords):
             return None
         passed = next((k.value for k in call.keywords if k.arg == name), None)
-        method = len(inner) > 1 and isinstance(inner[-2], ast.ClassDef)
         params = positional(function, through_attribute=method and isinstance(call.func, ast.Attribute))
         if passed is None and name in params:
             position = params.index(name)
@@ -295,8 +297,3 @@ def _chain(node: ast.expr) -> tuple[str, str]:
     if not isinstance(node, ast.Name):
         return "", ""
     return node.id, ".".join([node.id, *reversed(names)])
-
-
-def _callable_value(node: ast.expr) -> bool:
-    """What a factory may return as a callable: not a call's result, except a `functools.partial`."""
-    return not isinstance(node, ast.Call) or last_name(node.func) == "partial"
