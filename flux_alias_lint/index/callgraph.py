@@ -1,4 +1,5 @@
-"""The project's call graph: for each function, the functions of the project its calls run.
+"""The project's call graph: for each function, the functions of the project its calls run, and
+what they run in other packages by the dotted name it is imported as (`index/external.py`).
 
 Every call is resolved by the index's own evaluation of callable values (`Resolver._values`, the one
 the hand-off search reads), and so are the calls Python makes itself: a class called runs its
@@ -40,7 +41,7 @@ Layout = dict[int, Named]  # by id of the node
 
 def call_graph(root: str, unread: list[str] | None = None) -> dict[str, list[str]]:
     """Each function of the project under `root` (and each module's own code) -> the sorted dotted
-    names of the functions of the project it calls. The files that cannot be read or parsed are
+    names of the functions of the project it calls and of what it calls outside (`ext.Cls.fun`). The files that cannot be read or parsed are
     left out (and added to `unread`)."""
     root = os.path.realpath(root)
     resolver = Resolver([root])
