@@ -130,9 +130,9 @@ class Resolver(External):
             ):
                 yield Value(class_module, method)
         for factory in self._values(module, scope, func, depth):
-            yield from self._returned(module, scope, call, factory, depth)
+            yield from self._returned_by(module, scope, call, factory, depth)
 
-    def _returned(
+    def _returned_by(
         self, module: Symbols, scope: list[ast.AST], call: ast.Call | None, factory: Value, depth: int
     ) -> Iterator[Value]:
         """The functions `factory` returns, called by `call` (None: called by a builtin, `map`)."""
@@ -205,7 +205,7 @@ class Resolver(External):
         if isinstance(node, ast.Call) and last_name(node.func) == "map" and not self._values(module, scope, node.func):
             for argument in node.args:  # the builtin's elements: what the functions passed return
                 for function in self._values(module, scope, argument, depth):
-                    yield from self._returned(module, scope, None, function, depth)
+                    yield from self._returned_by(module, scope, None, function, depth)
         if isinstance(node, ast.Call):
             for generator in self._values(module, scope, node.func, depth):
                 inner = generator.module.scope_of(generator.function)
