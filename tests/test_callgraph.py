@@ -660,3 +660,223 @@ def test_a_lambda_parameter_is_what_the_calls_of_its_names_pass(tmp_path: Path) 
     )
     assert graph["app.<lambda1>"] == ["app.first"]
     assert graph["app.run.<lambda1>"] == ["app.second"]
+
+
+# Each resolution shape: the project's files, a function of it, the names its calls run.
+SHAPES = {
+    "an import from a module the project does not ship, by its import name": (
+        {"main.py": "import numpy as np\nfrom outside.io import load as read\n\nread(np.linalg.norm(1))\n"},
+        "main",
+        ["numpy.linalg.norm", "outside.io.load"],
+    ),
+    "a method of an instance of an outside class": (
+        {"main.py": "from store import Client\n\nclient = Client('url')\nclient.fetch()\n"},
+        "main",
+        ["store.Client", "store.Client.fetch"],
+    ),
+    "an outside function passed as a parameter and called there": (
+        {"main.py": "from scheduler import pick\n\ndef run(step):\n    step()\n\nrun(pick.get)\n"},
+        "main.run",
+        ["scheduler.pick.get"],
+    ),
+    "an outside base's __init__ and its members a class of the project lacks": (
+        {
+            "main.py": """
+                from outside.nn import Module
+
+                class Net(Module):
+                    def go(self):
+                        self.zero_grad()
+
+                Net().go()
+            """
+        },
+        "main",
+        ["main.Net.go", "outside.nn.Module.__init__"],
+    ),
+    "the outside base's member, called in a method of the class": (
+        {
+            "main.py": "from outside.nn import Module\n\nclass Net(Module):\n    def go(self):\n        self.zero_grad()\n"
+        },
+        "main.Net.go",
+        ["outside.nn.Module.zero_grad"],
+    ),
+    "the standard library's calls are no package's": (
+        {"main.py": "import os\nfrom functools import partial\n\npartial(print, os.path.join('a'))\n"},
+        "main",
+        [],
+    ),
+    "a name the project ships is no outside call, though it does not define it": (
+        {"main.py": "from local import missing\n\nmissing()\n", "local.py": "VALUE = 1\n"},
+        "main",
+        [],
+    ),
+    "self.attr stored from a parameter of __init__: an instance of what the callers pass": (
+        {
+            "main.py": """
+                class Engine:
+                    def start(self):
+                        pass
+
+                class Car:
+                    def __init__(self, engine):
+                        self.engine = engine
+
+                    def drive(self):
+                        self.engine.start()
+
+                Car(Engine()).drive()
+            """
+        },
+        "main.Car.drive",
+        ["main.Engine.start"],
+    ),
+    "map's elements: what the function passed returns": (
+        {
+            "main.py": """
+                def make(n):
+                    def step():
+                        return n
+                    return step
+
+                steps = map(make, [1, 2])
+                for s in steps:
+                    s()
+            """
+        },
+        "main",
+        ["main.make", "main.make.step"],
+    ),
+    "a dict a function returns, indexed": (
+        {
+            "main.py": """
+                def a():
+                    pass
+
+                def b():
+                    pass
+
+                def table():
+                    hooks = {"a": a, "b": b}
+                    return hooks
+
+                t = table()
+                t["a"]()
+            """
+        },
+        "main",
+        ["main.a", "main.table"],
+    ),
+    "a dict nested in a dict, the last store under both keys read": (
+        {
+            "main.py": """
+                def a():
+                    pass
+
+                def b():
+                    pass
+
+                hooks = {"pre": {"x": a}}
+                hooks["pre"]["x"] = b
+                hooks["pre"]["x"]()
+            """
+        },
+        "main",
+        ["main.b"],
+    ),
+    "a nested store in a branch: the display's and the store's": (
+        {
+            "main.py": """
+                def a():
+                    pass
+
+                def b():
+                    pass
+
+                hooks = {"pre": {"x": a}}
+                if hooks:
+                    hooks["pre"]["x"] = b
+                hooks["pre"]["x"]()
+            """
+        },
+        "main",
+        ["main.a", "main.b"],
+    ),
+    "a list nested in a list": (
+        {"main.py": "def a():\n    pass\n\ndef b():\n    pass\n\nfs = [[a], b]\nfs[0][0]()\n"},
+        "main",
+        ["main.a"],
+    ),
+    "a list indexed by a constant imported from a module of the project": (
+        {
+            "main.py": "from config import WHICH\n\ndef a():\n    pass\n\ndef b():\n    pass\n\nfs = [a, b]\nfs[WHICH]()\n",
+            "config.py": "WHICH = 1\n",
+        },
+        "main",
+        ["main.b"],
+    ),
+    "a key a function assigns is no module constant": (
+        {
+            "main.py": """
+                WHICH = 1
+
+                def a():
+                    pass
+
+                def b():
+                    pass
+
+                def pick():
+                    global WHICH
+                    WHICH = 0
+
+                fs = [a, b]
+                fs[WHICH]()
+            """
+        },
+        "main",
+        ["main.a", "main.b"],
+    ),
+    "a call's result called with a function it gives back": (
+        {
+            "main.py": """
+                def step():
+                    pass
+
+                def passthrough(f):
+                    return f
+
+                def pick():
+                    return passthrough
+
+                pick()(step)()
+            """
+        },
+        "main",
+        ["main.passthrough", "main.pick", "main.step"],
+    ),
+    "a factory returning what another factory returns": (
+        {
+            "main.py": """
+                def step():
+                    pass
+
+                def inner():
+                    return step
+
+                def outer():
+                    return inner()
+
+                outer()()
+            """
+        },
+        "main",
+        ["main.outer", "main.step"],
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_resolution_shapes(tmp_path: Path, shape: str) -> None:
+    files, function, expected = SHAPES[shape]
+    assert _graph(tmp_path, files)[function] == expected

@@ -1,4 +1,5 @@
-"""The project's call graph: for each function, the functions of the project its calls run.
+"""The project's call graph: for each function, the functions of the project its calls run, and
+what they run in other packages by the dotted name it is imported as (`index/external.py`).
 
 Every call is resolved by the index's own evaluation of callable values (`Resolver._values`, the one
 the hand-off search reads), and so are the calls Python makes itself: a class called runs its
@@ -40,7 +41,7 @@ Layout = dict[int, Named]  # by id of the node
 
 def call_graph(root: str, unread: list[str] | None = None) -> dict[str, list[str]]:
     """Each function of the project under `root` (and each module's own code) -> the sorted dotted
-    names of the functions of the project it calls. The files that cannot be read or parsed are
+    names of the functions of the project it calls and of what it calls outside (`ext.Cls.fun`). The files that cannot be read or parsed are
     left out (and added to `unread`)."""
     root = os.path.realpath(root)
     resolver = Resolver([root])
@@ -67,6 +68,7 @@ def call_graph(root: str, unread: list[str] | None = None) -> dict[str, list[str
                     there = named.get(id(target_module))
                     if there is not None and id(target) in there[1]:
                         source.add(f"{there[0]}.{there[1][id(target)].name}")
+                source.update(_run_outside(resolver, module, scope, node))
     return {name: sorted(callees) for name, callees in sorted(graph.items())}
 
 
@@ -88,6 +90,20 @@ def _run_by(
         for cls_module, cls in resolver._instance_of(module, scope, node.iter, 0):
             for name in ("__iter__", "__next__"):
                 yield from resolver._inherited(cls_module, cls, name, 0)
+
+
+def _run_outside(resolver: Resolver, module: Symbols, scope: list[ast.AST], node: ast.AST) -> list[str]:
+    """The dotted names outside the project a node of a scope's own code runs: what a call or a
+    decorator names there, the outside base's `__init__` of a class of the project that has none."""
+    if isinstance(node, _FUNCTIONS):
+        return [name for decorator in node.decorator_list for name in resolver._external(module, scope, decorator)]
+    if not isinstance(node, ast.Call):
+        return []
+    found = resolver._external(module, scope, node.func)
+    for cls_module, cls in resolver._classes(module, node.func):
+        if not resolver._inherited(cls_module, cls, "__init__", 0):
+            found += [f"{base}.__init__" for base in resolver._external_bases(cls_module, cls)]
+    return found
 
 
 def _called(

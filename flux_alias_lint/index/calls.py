@@ -28,6 +28,7 @@ class Calls(Classes):
         super().__init__(roots)
         self._calls: dict[int, dict[str, list[_Call]]] = {}  # `_calls_named`, by module
         self._filings: dict[int, dict[str, list[tuple[list[ast.AST], ast.Assign]]]] = {}
+        self._nested_filings: dict[int, dict[str, list[tuple[list[ast.AST], ast.Assign]]]] = {}
         # A decorated def, by id: the calls its decorators make of it (`_application`).
         self._applications: dict[int, ast.Call] = {}
 
@@ -179,6 +180,9 @@ class Calls(Classes):
         if namespace is not None:  # `models.__dict__[args.model]`: every def it may name
             yield from (Value(namespace, f) for name, f in namespace.defs.items() if _may_be(key, name))
             return
+        if isinstance(registry, ast.Subscript):  # `d["a"]["b"]`, `ls[0][0]`
+            yield from self._filed_nested(module, scope, registry, depth, key)
+            return
         if not isinstance(registry, ast.Name):
             return
         keys = self._constants_passed(module, scope, key, depth) if isinstance(key, ast.Name) else None
@@ -186,6 +190,8 @@ class Calls(Classes):
             for constant in keys:
                 yield from self._filed(module, scope, registry, depth + 1, constant)
             return
+        if isinstance(key, ast.Name):  # `ls[KEY]`, `KEY = 1` here or in the module it is imported from
+            key = self._constant_named(module, scope, key) or key
         name = registry.id
         _, values = self._named(module, scope, name, _REGISTRIES)
         owner = None if values else _parameter_owner(scope, name)
@@ -196,6 +202,9 @@ class Calls(Classes):
                 for found in self._filed(caller, at, passed, depth + 1, key):
                     yield found._replace(steps=(*found.steps, step))
             return
+        if not values:  # `d = make()`: the dicts and lists the functions called return
+            for made in self._named(module, scope, name, (ast.Call,), at=registry)[1]:
+                yield from self._returned_registry(module, scope, made, depth, key)
         if not values and name in module.targets and not _bound_locally(scope, name):
             dotted, level = module.targets[name]
             owner, _, there = dotted.rpartition(".")
@@ -221,6 +230,100 @@ class Calls(Classes):
             for found in self._values(module, inner, stmt.value, depth):
                 yield found._replace(steps=(*found.steps, step))
         yield from (Value(m, f) for m, f in self._registered(module, name, depth))
+
+    def _filed_nested(
+        self, module: Symbols, scope: list[ast.AST], registry: ast.Subscript, depth: int, key: ast.expr | None
+    ) -> Iterator[Value]:
+        """The functions filed under `key` in `name[outer]` (a display nested in the display `name` is
+        bound to, or what `name[outer][key] = fn` stores). Where every such store is a statement of
+        the body of the function reading it (or the module's), each under constant keys, the last one
+        under both keys before the read (and after the last binding of `name`) is what is read."""
+        if not isinstance(registry.value, ast.Name):
+            return
+        name, outer = registry.value.id, registry.slice
+        _, values = self._named(module, scope, name, _REGISTRIES, at=registry.value)
+        stores = self._nested_stores(module).get(name, [])
+        function = next((f for f in reversed(scope) if not isinstance(f, ast.ClassDef)), module.tree)
+        body = function.body if isinstance(function.body, list) else []
+        at = (getattr(registry, "lineno", 0), getattr(registry, "col_offset", 0))
+        ordered = all(any(stmt is s for s in body) and _constant_path(stmt.targets[0]) for _, stmt in stores)
+        before = [
+            stmt
+            for _, stmt in stores
+            if (stmt.end_lineno, stmt.end_col_offset) <= at and _exactly(stmt.targets[0], outer, key)
+        ]
+        bound = [end for end in self._in_order(function).get(name, ()) if end <= at]
+        if ordered and before and (not bound or (before[-1].end_lineno, before[-1].end_col_offset) > bound[-1]):
+            step = self._step(module, before[-1], f"filed into {name}")
+            for found in self._values(module, scope, before[-1].value, depth):
+                yield found._replace(steps=(*found.steps, step))
+            return
+        for value in values:
+            for inner in _entries(value, outer):
+                if isinstance(inner, _REGISTRIES):
+                    for element in _entries(inner, key):
+                        yield from self._values(module, scope, element, depth)
+        for inner_scope, stmt in stores:
+            target = stmt.targets[0]
+            if _may_equal(key, target) and _may_equal(outer, target.value):
+                for found in self._values(module, inner_scope, stmt.value, depth):
+                    yield found._replace(steps=(*found.steps, self._step(module, stmt, f"filed into {name}")))
+
+    def _nested_stores(self, module: Symbols) -> dict[str, list[tuple[list[ast.AST], ast.Assign]]]:
+        """The statements `name[outer][key] = value` of `module`, by `name`, with their scopes (one walk)."""
+        found = self._nested_filings.get(id(module))
+        if found is None:
+            found = self._nested_filings[id(module)] = {}
+            for scope, node in [*module.scoped, ([], module.tree)]:
+                inner = [*scope, node] if not isinstance(node, ast.Module) else scope
+                for stmt in body_walk(node):
+                    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                        target = stmt.targets[0]
+                        nested = isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript)
+                        if nested and isinstance(target.value.value, ast.Name):
+                            found.setdefault(target.value.value.id, []).append((inner, stmt))
+        return found
+
+    def _returned_registry(
+        self, module: Symbols, scope: list[ast.AST], call: ast.Call, depth: int, key: ast.expr | None
+    ) -> Iterator[Value]:
+        """The functions filed under `key` in the dicts and lists the functions `call` calls return
+        (a display, or a name bound to one)."""
+        for factory in self._values(module, scope, call.func, depth):
+            if isinstance(factory.function, ast.Lambda):
+                continue
+            inner = factory.module.scope_of(factory.function)
+            for stmt in body_walk(factory.function):
+                if not (isinstance(stmt, ast.Return) and stmt.value is not None):
+                    continue
+                step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
+                if isinstance(stmt.value, _REGISTRIES):
+                    found = [
+                        f for e in _entries(stmt.value, key) for f in self._values(factory.module, inner, e, depth)
+                    ]
+                else:
+                    found = list(self._filed(factory.module, inner, stmt.value, depth + 1, key))
+                for value in found:
+                    yield value._replace(steps=(*value.steps, step))
+
+    def _constant_named(self, module: Symbols, scope: list[ast.AST], key: ast.Name) -> ast.Constant | None:
+        """The constant a module-level `key` holds where it is read: the last value its module's
+        straight-line code assigns it before, or the one a module of the project assigns to the name
+        it imports (no function binds it or declares it `global`)."""
+        if any(key.id in self._bindings(f)[1] for f in scope if not isinstance(f, ast.ClassDef)):
+            return None
+        if _bound_locally(scope, key.id):
+            return None
+        there, name = module, key.id
+        if name not in self._bindings(module.tree)[1] and name in module.targets:
+            dotted, level = module.targets[name]
+            owner, _, name = dotted.rpartition(".")
+            path = self._find(module.path, owner, level) if owner or level else None
+            there = self._module(path) if path is not None else None
+        if there is None or name not in self._in_order(there.tree):  # straight-line, never `global`
+            return None
+        values = self._named(there, [], name, (ast.expr,), at=key if there is module else None)[1]
+        return values[-1] if values and isinstance(values[-1], ast.Constant) else None
 
     def _constants_passed(self, module: Symbols, scope: list[ast.AST], key: ast.Name, depth: int) -> list[ast.expr]:
         """The constants the calls of the function whose parameter `key` is pass for it, and its default
@@ -374,6 +477,17 @@ def _entries(display: ast.expr, key: ast.expr | None) -> list[ast.expr]:
     if type(index) is int and not any(isinstance(e, ast.Starred) for e in display.elts):
         return display.elts[index : index + 1] if -len(display.elts) <= index < len(display.elts) else []
     return list(display.elts)
+
+
+def _constant_path(target: ast.Subscript) -> bool:
+    """Whether a store `name[outer][key] = ...` has constant keys."""
+    return isinstance(target.slice, ast.Constant) and isinstance(target.value.slice, ast.Constant)
+
+
+def _exactly(target: ast.Subscript, outer: ast.expr, key: ast.expr | None) -> bool:
+    """Whether a store `name[o][k] = ...` surely files under `[outer][key]`: all four constants, equal."""
+    pairs = ((target.value.slice, outer), (target.slice, key))
+    return all(isinstance(a, ast.Constant) and isinstance(b, ast.Constant) and _same(a, b) for a, b in pairs)
 
 
 def _binds_or_stores(stmt: ast.stmt, name: str) -> bool:

@@ -129,6 +129,9 @@ class Classes(Names):
             found = self._instance_classes(module, scope, node)
             for base_module, base in self._bases(module, cls, depth):
                 found += self._attribute_classes(base_module, base, node.attr)
+            for inner, _, value in self._stored(module, cls).get(node.attr, ()):
+                if isinstance(value, ast.Name):  # `self.c = c`, a parameter: what the callers pass
+                    found += self._instance_of(module, inner, value, depth + 1)
             return found
         if isinstance(node, ast.Name):
             owner = _parameter_owner(scope, node.id)

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 from ..facts.tensor_ops import MODULE_WRAPPERS
 from .calls import _passing
+from .external import External
 from .names import (
     _DEPTH,
     _FUNCTIONS,
@@ -43,7 +44,7 @@ from .symbols import Symbols
 __all__ = ["Resolver", "Value", "imported_from"]
 
 
-class Resolver(Registries):
+class Resolver(Registries, External):
     """The project's modules, with the functions their expressions evaluate to."""
 
     def __init__(self, roots: list[str]) -> None:
@@ -134,17 +135,25 @@ class Resolver(Registries):
             ):
                 yield Value(class_module, method)
         for factory in self._values(module, scope, func, depth):
-            if isinstance(factory.function, ast.Lambda):
-                continue
-            inner = factory.module.scope_of(factory.function)
-            for stmt in body_walk(factory.function):
-                if isinstance(stmt, ast.Return) and stmt.value is not None and _callable_value(stmt.value):
-                    step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
+            yield from self._returned_by(module, scope, call, factory, depth)
+
+    def _returned_by(
+        self, module: Symbols, scope: list[ast.AST], call: ast.Call | None, factory: Value, depth: int
+    ) -> Iterator[Value]:
+        """The functions `factory` returns, called by `call` (None: called by a builtin, `map`)."""
+        if isinstance(factory.function, ast.Lambda):
+            return
+        inner = factory.module.scope_of(factory.function)
+        for stmt in body_walk(factory.function):
+            if isinstance(stmt, ast.Return) and stmt.value is not None:  # `return make()`: what it returns
+                step = self._step(factory.module, stmt, f"returned by {factory.function.name}")
+                made_here = None
+                if call is not None:
                     made_here = self._given_back(module, scope, call, factory, inner, stmt.value, depth)
-                    if made_here is None:
-                        made_here = self._values(factory.module, inner, stmt.value, depth)
-                    for made in made_here:
-                        yield made._replace(steps=(*made.steps, step, *factory.steps))
+                if made_here is None:
+                    made_here = self._values(factory.module, inner, stmt.value, depth)
+                for made in made_here:
+                    yield made._replace(steps=(*made.steps, step, *factory.steps))
 
     def _given_back(
         self,
@@ -163,8 +172,11 @@ class Resolver(Registries):
         if not self._follow_parameters or not isinstance(returned, ast.Name):
             return None
         function = factory.function
-        if _parameter_owner(inner, returned.id) is not function or isinstance(call.func, ast.Call):
+        if _parameter_owner(inner, returned.id) is not function:
             return None
+        method = len(inner) > 1 and isinstance(inner[-2], ast.ClassDef)
+        if isinstance(call.func, ast.Call) and (method or last_name(call.func.func) == "partial"):
+            return None  # `make()(x)` calling a bound method, `partial(wrap, a)(b)`: positions unknown
         if isinstance(call.func, ast.Name):  # `w = partial(wrap, a)`, then `w(b)`: not `wrap`'s positions
             bound = self._named(module, scope, call.func.id, at=call.func)[1]
             if any(isinstance(v, ast.Call) and last_name(v.func) == "partial" for v in bound):
@@ -173,7 +185,6 @@ class Resolver(Registries):
         if any(k.arg is None for k in call.keywords):
             return None
         passed = next((k.value for k in call.keywords if k.arg == name), None)
-        method = len(inner) > 1 and isinstance(inner[-2], ast.ClassDef)
         params = positional(function, through_attribute=method and isinstance(call.func, ast.Attribute))
         if passed is None and name in params:
             position = params.index(name)
@@ -194,6 +205,12 @@ class Resolver(Registries):
                 yield from self._values(module, scope, element, depth)
         elif isinstance(node, ast.Name):
             yield from self._filed(module, scope, node, depth)
+            for made in self._named(module, scope, node.id, (ast.Call,), at=node)[1]:  # `res = map(f, xs)`
+                yield from self._elements(module, scope, made, depth + 1)
+        if isinstance(node, ast.Call) and last_name(node.func) == "map" and not self._values(module, scope, node.func):
+            for argument in node.args:  # the builtin's elements: what the functions passed return
+                for function in self._values(module, scope, argument, depth):
+                    yield from self._returned_by(module, scope, None, function, depth)
         if isinstance(node, ast.Call):
             for generator in self._values(module, scope, node.func, depth):
                 inner = generator.module.scope_of(generator.function)
@@ -287,8 +304,3 @@ def _chain(node: ast.expr) -> tuple[str, str]:
     if not isinstance(node, ast.Name):
         return "", ""
     return node.id, ".".join([node.id, *reversed(names)])
-
-
-def _callable_value(node: ast.expr) -> bool:
-    """What a factory may return as a callable: not a call's result, except a `functools.partial`."""
-    return not isinstance(node, ast.Call) or last_name(node.func) == "partial"
