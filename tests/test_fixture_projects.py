@@ -47,6 +47,10 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/accelerate_backward_of_a_view_of_the_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_accelerate_backward_of_a_rebound_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_host_accelerate_backward_0_13": "accelerate 0.13's Accelerator.backward",
+    "FAL005/host_accelerate_backward_of_a_loss_kept_in_the_loop": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
+    "FAL005/neg_accelerate_backward_of_a_loss_kept_in_the_loop_default_steps": (
+        "accelerate 0.12's Accelerator.backward at its default 1 step (test_host_models.py)"
+    ),
     "FAL005/host_composer": "Composer 0.8's Trainer._train_microbatch",
     "FAL005/host_composer_total": "Composer 0.10+'s Trainer._train_microbatch ('total' taken as the loss)",
     "FAL005/neg_composer_total_other_key": "Composer 0.10+'s Trainer._train_microbatch ('total' taken as the loss)",

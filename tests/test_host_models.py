@@ -213,6 +213,53 @@ def test_the_projects_loop_run_through_accelerate_moves_what_check_says(fixture:
     assert bool((folder / "expected").read_text().strip()) is (factor != 1.0)
 
 
+# The project's own loop keeping its loss, then handing it to `accelerator.backward`, run through the real accelerate
+# 0.12.0: its Accelerator given gradient_accumulation_steps (2) divides the kept value; not given it, by its default 1.
+KEPT_IN_THE_LOOP = """
+import accelerate, torch, loss
+torch.manual_seed(0)
+model, batch = torch.nn.Linear(3, 3), torch.randn(2, 3)
+trainer = loss.Trainer(model)
+trainer.train([batch])
+print(accelerate.__version__, float(trainer.kept_loss / (model(batch).abs().mean() / 2)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("fixture", "factor"),
+    [
+        ("host_accelerate_backward_of_a_loss_kept_in_the_loop", 0.5),
+        ("neg_accelerate_backward_of_a_loss_kept_in_the_loop_default_steps", 1.0),
+    ],
+)
+def test_a_loss_kept_in_the_loop_before_accelerate_backward_moves_as_the_model_says(
+    fixture: str, factor: float
+) -> None:
+    release = next(r for r in hosts.releases() if (r.dist, r.version) == ("accelerate", "0.12.0"))
+    hosts.install(release)
+    folder = FIXTURES / fixture
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(release.path), str(folder)])}
+    done = subprocess.run(
+        [sys.executable, "-c", KEPT_IN_THE_LOOP], check=False, env=env, capture_output=True, text=True, cwd=folder
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    version, moved = done.stdout.split()[-2:]
+    assert version == "0.12.0"
+    assert float(moved) == pytest.approx(factor)
+    # The model: the write divides by the Accelerator's gradient_accumulation_steps, 1 unless given (its `__init__`).
+    write = host_models.handed_write("backward", "self.accelerator")
+    assert write is not None and write.factor == "gradient_accumulation_steps"
+    assert host_models.default(hosts.ACCELERATE_BACKWARD, write.factor) == 1
+    assert bool((folder / "expected").read_text().strip()) is (factor != 1.0)
+
+
+def test_only_a_receiver_named_like_the_hosts_class_is_handed_the_write() -> None:
+    assert host_models.handed_write("backward", "accelerator") is not None
+    assert host_models.handed_write("backward", "loss") is None
+    assert host_models.handed_write("step", "accelerator") is None
+    assert host_models.handed_methods() == {"backward"}
+
+
 # A model's `forward` handed to a Trainer (`model=`): its fixture folder, the class whose `forward` it is, the release
 # the project pins and the gradient_accumulation_steps it sets, and whether its kept value moves there.
 FORWARDS = {
@@ -282,13 +329,24 @@ def test_each_settings_default_of_a_model_is_the_releases_own(name: str) -> None
     import subprocess
     import sys
 
+    # A host class's own default (`Accelerator`): its `__init__`'s parameter, with its line in the release's file.
     model = MODELS[name]
     release = _release(model)
     hosts.install(release)
-    real = next(release.path.rglob("training_args.py")).read_text(encoding="utf-8").splitlines()
-    script = "import dataclasses, json, sys; from transformers import TrainingArguments as T; " + (
-        "print(json.dumps({f.name: f.default for f in dataclasses.fields(T) if f.name in sys.argv[1:]}))"
-    )
+    owner = {model.owners[setting] for setting in model.defaults}
+    assert len(owner) == 1
+    [cls] = owner
+    if cls == "TrainingArguments":
+        real = next(release.path.rglob("training_args.py")).read_text(encoding="utf-8").splitlines()
+        script = "import dataclasses, json, sys; from transformers import TrainingArguments as T; " + (
+            "print(json.dumps({f.name: f.default for f in dataclasses.fields(T) if f.name in sys.argv[1:]}))"
+        )
+    else:
+        real = next(release.path.rglob(model.file)).read_text(encoding="utf-8").splitlines()
+        script = f"import inspect, json, sys; from {model.distribution} import {cls} as T; " + (
+            "print(json.dumps({p.name: p.default for p in inspect.signature(T.__init__).parameters.values()"
+            " if p.name in sys.argv[1:]}))"
+        )
     ran = subprocess.run(
         [sys.executable, "-c", script, *model.defaults],
         env={"PYTHONPATH": str(release.path), "PATH": "/usr/bin:/bin"},
@@ -299,7 +357,8 @@ def test_each_settings_default_of_a_model_is_the_releases_own(name: str) -> None
     assert json.loads(ran.stdout) == {setting: value for setting, (value, _) in model.defaults.items()}
     for setting, (value, line) in model.defaults.items():
         assert real[line - 1].strip().startswith(f"{setting}:"), (setting, real[line - 1])
-        assert f"default={value}," in " ".join(real[line : line + 2]), (setting, real[line : line + 2])
+        said = " ".join(real[line - 1 : line + 2])
+        assert f"default={value}," in said or f"= {value}," in said, (setting, real[line - 1 : line + 2])
 
 
 COMPUTE_LOSS_MODELS = sorted(

@@ -42,6 +42,7 @@ from ..facts.tensor_ops import (
     torch_function_alias_kind,
     writes_in_place,
 )
+from ..index.host_models import handed_write
 from ..library import Library
 from .captures import entry_holder
 from .statements import _constant_index
@@ -224,6 +225,8 @@ class Calls:
         of_module = (dotted_name(func.value) or "").partition(".")[0] in self.imports
         if writes_in_place(name) and not of_module:  # `scf.for_(...)`: a function of a module
             self._written(receiver, node, env)
+        if positional and handed_write(name, dotted_name(func.value) or "") is not None:
+            self._written(positional[0], node, env)  # `accelerator.backward(loss)`: the host divides it in place
         # `.item()`, `.tolist()`, `.type()` (a str), and any method of a str/int/float (`text.partition(...)`).
         if name in NUMBER_METHODS or receiver.immutable or (name in NUMBER_WITHOUT_ARGUMENTS and not node.args):
             return IMMUTABLE

@@ -25,10 +25,10 @@ class CapturedAliasRule(AnalysisRule):
         self, found: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None
     ) -> tuple[str, str]:
         if write is not None:
-            return (
-                f"{found.report_path} = `{expression}` is changed by the in-place `{shortened(write[0])}` at line {write[1]}",
-                "the kept value is then the one after the write, not the one it was kept to show",
-            )
+            changed = f"{found.report_path} = `{expression}` is changed by the in-place `{shortened(write[0])}` at line {write[1]}"
+            if reach.release:  # a host's method handed the value (`accelerator.backward(loss)`): its release does it
+                return changed, consequence(reach)
+            return changed, "the kept value is then the one after the write, not the one it was kept to show"
         loss = f"the returned loss `{found.backprop}`"
         if found.entries:  # an entry of a returned dict, which a host takes as its loss (`Host.entry`)
             loss = f"`{found.backprop}`, returned under {', '.join(repr(k) for k in found.entries)}"
