@@ -15,7 +15,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 
-class TinyLM(torch.nn.Module):
+class TinyLM(torch.nn.Module):{attribute}
     def forward(self, input_ids, labels{kwargs}):
         loss = torch.nn.functional.cross_entropy(self.head(input_ids), labels)
         self.last_loss = loss.detach()
@@ -32,9 +32,10 @@ def make_model():
 """
 
 
-def _reached(main: str, kwargs: str = "") -> dict[str, tuple[str, bool, str]]:
+def _reached(main: str, kwargs: str = "", attribute: str = "") -> dict[str, tuple[str, bool, str]]:
     """The forward's reaches: context → (the first step, whole return, entry)."""
-    source = MODEL.format(kwargs=kwargs) + textwrap.dedent(main)
+    attribute = f"\n    accepts_loss_kwargs = {attribute}\n" if attribute else ""
+    source = MODEL.format(kwargs=kwargs, attribute=attribute) + textwrap.dedent(main)
     index = ProjectIndex.of_source(source, "train.py")
     line = source.splitlines().index(f"    def forward(self, input_ids, labels{kwargs}):") + 1
     found = {}
@@ -114,3 +115,22 @@ def test_a_forward_taking_kwargs_is_reached_by_the_world_size_write_too() -> Non
     main = "Trainer(model=TinyLM()).train()"
     assert set(_reached(main)) == {"transformers-training-step"}
     assert set(_reached(main, ", **kwargs")) == {"transformers-training-step", "transformers-compute-loss"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "attribute", "written"),
+    [
+        ("", "True", True),
+        (", **kwargs", "False", False),
+        (", **kwargs", "None", False),
+        ("", "config.use_loss_kwargs", True),
+    ],
+    ids=["attribute-on", "attribute-off-over-kwargs", "attribute-none", "attribute-computed"],
+)
+def test_the_models_accepts_loss_kwargs_comes_before_its_forwards_kwargs(
+    kwargs: str, attribute: str, written: bool
+) -> None:
+    # transformers' `Trainer.__init__` (4.49+): `model_accepts_loss_kwargs` is the model's `accepts_loss_kwargs` where
+    # it has one (InternVL sets it False over a `forward(..., **kwargs)`), else the forward's `**kwargs`.
+    reached = _reached("Trainer(model=TinyLM()).train()", kwargs, attribute)
+    assert ("transformers-compute-loss" in reached) is written

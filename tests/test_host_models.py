@@ -308,6 +308,47 @@ def test_a_models_forward_handed_to_a_trainer_moves_as_the_models_say(fixture: s
         assert not run.moved, run.moved
 
 
+# A model's `forward` under the base `compute_loss` of transformers 4.57.1 on 2 ranks: `loss *= num_processes` runs
+# where the Trainer's `model_accepts_loss_kwargs` holds, which its `__init__` takes from the model's class attribute
+# `accepts_loss_kwargs` before the forward's `**kwargs`.
+ACCEPTS = {
+    "host_trainer_model_forward_accepts_loss_kwargs": True,
+    "neg_trainer_model_forward_accepts_loss_kwargs_off": False,
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(ACCEPTS))
+def test_a_models_accepts_loss_kwargs_decides_the_world_size_write(fixture: str) -> None:
+    folder = FIXTURES / fixture
+    release = next(r for r in hosts.releases() if (r.dist, r.version) == ("transformers", "4.57.1"))
+    hosts.install(release)
+    host = dataclasses.replace(hosts.HOSTS[hosts.COMPUTE_LOSS], release=release, driver="model_forward")
+    [run] = hosts.run_under_host(host, [hosts.ModuleSubject(str(folder / "loss.py"), "TinyLM.forward")])
+    assert not run.error and run.ran.startswith("transformers 4.57.1, real"), run
+    # The index: the chain to the world-size write reaches this forward where the Trainer's state holds (4.46.0's
+    # training_step reaches it too; the project's pin leaves that release out, as the fixture's findings say).
+    written = [c for c in _forward_writes(folder.resolve(), "TinyLM") if "trainer.py:4154" in c]
+    if ACCEPTS[fixture]:
+        assert run.moved and all(f"(×{hosts.WORLD_SIZE:.2f})" in m for m in run.moved.values()), run.moved
+        assert [c.endswith("trainer.py:4154: loss *= self.accelerator.num_processes") for c in written] == [True]
+    else:
+        assert not run.moved, run.moved
+        assert written == []
+    assert bool((folder / "expected").read_text().strip()) is ACCEPTS[fixture]
+
+
+@pytest.mark.parametrize(("name", "line"), [("transformers-4.49.0", 633), ("transformers-4.57.1", 635)])
+def test_the_trainer_takes_accepts_loss_kwargs_from_the_model_before_its_forward(name: str, line: int) -> None:
+    # The rule `HostEvidence._accepts_loss_kwargs` follows, as each release's `Trainer.__init__` has it.
+    release = _release(MODELS[name])
+    hosts.install(release)
+    real = next(release.path.rglob("trainer.py")).read_text(encoding="utf-8").splitlines()
+    attribute, state = hosts.facts.LOSS_KWARGS_ATTRIBUTE, hosts.facts.LOSS_KWARGS_STATE
+    assert real[line - 1].strip().startswith("if hasattr(") and f'"{attribute}")' in real[line - 1]
+    assert real[line].strip().startswith(f"self.{state} = ") and real[line].strip().endswith(f".{attribute}")
+    assert "VAR_KEYWORD" in " ".join(real[line + 1 : line + 6])
+
+
 def test_a_forward_is_reached_through_the_base_compute_loss_only() -> None:
     # Its loss is `outputs["loss"]` (a dict, a ModelOutput) or `outputs[0]` (a tuple) of the base compute_loss; an
     # override not calling it leaves the forward's loss out; 4.57.1 multiplies it only for a forward taking

@@ -21,6 +21,7 @@ from ..facts.storage import (
     ContainerMethod,
     Gives,
     Updates,
+    is_model_output,
 )
 from ..facts.tensor_ops import (
     AMBIGUOUS_METHODS,
@@ -156,6 +157,8 @@ class Calls:
         row = BUILTINS.get(name)
         if row is not None:
             return GIVES[row.gives](self, node, env, None)
+        if is_model_output(name):  # `CausalLMOutputWithPast(loss=loss, logits=logits)`: a dict of its fields
+            return self._call_dict(node, env)
         if name.startswith("torch."):
             return self._call_torch(name[len("torch.") :], node, env)
         return None

@@ -102,7 +102,8 @@ def training_step(host: Host, made: Made, work: str) -> list[Any]:
 def model_forward(host: Host, made: Made, work: str) -> list[Any]:
     """transformers' real ``Trainer.training_step`` and base ``Trainer.compute_loss`` on the subject's own model (its
     class made as a Trainer's user makes it: from its ``config_class``'s defaults, else with no argument), the
-    subject its ``forward`` (with its own signature, which the Trainer reads) on a batch of token ids and labels."""
+    subject its ``forward`` (with its own signature, which the Trainer reads, and its class's attributes) on a batch of
+    token ids and labels; on several ranks, with the batch's token count as the train loop gives it."""
     import inspect
 
     import torch
@@ -120,8 +121,12 @@ def model_forward(host: Host, made: Made, work: str) -> list[Any]:
     args = _accumulating_arguments(host, work)
     trainer = Trainer(model=model, args=args)
     trainer.current_gradient_accumulation_steps = int(host.factor)  # set by the train loop in releases that read it
+    if host.world_size > 1 and trainer.accelerator.num_processes != host.world_size:
+        raise RuntimeError(f"{trainer.accelerator.num_processes} processes, not {host.world_size}")
     ids = torch.tensor([[1, 2, 3, 4]])
-    trainer.training_step(trainer.model, {"input_ids": ids, "labels": ids + 1})
+    # On several ranks (`Trainer.compute_loss`'s world-size write), the count of tokens the train loop hands over.
+    counted = {"num_items_in_batch": torch.tensor(ids.numel())} if host.world_size > 1 else {}
+    trainer.training_step(trainer.model, {"input_ids": ids, "labels": ids + 1}, **counted)
     return [p.grad for p in model.parameters()]
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from ..facts.hosts import LOSS_KWARGS_ATTRIBUTE, LOSS_KWARGS_STATE
 from .host_models import Write, writes
 from .nodes import aliases_itself, body_walk, dotted, is_self_attribute, last_name
 from .reach import COMPOSER, COMPOSER_TOTAL, Reach, Step
@@ -206,15 +207,36 @@ class HostEvidence(Resolver):
         for class_module, model in classes:
             for forward_module, forward in self._inherited(class_module, model, "forward", 0):
                 assert isinstance(forward, ast.FunctionDef | ast.AsyncFunctionDef)
+                accepts = self._accepts_loss_kwargs(class_module, model, forward)
                 for write in written:
-                    if "model_accepts_loss_kwargs" in write.guards and forward.args.kwarg is None:
-                        continue  # the release reads the flag off the forward's `**kwargs`
+                    if LOSS_KWARGS_STATE in write.guards and not accepts:
+                        continue  # the Trainer's `model_accepts_loss_kwargs` is off for this model
                     handed = self._step(module, call, f"{model.name} is handed as the model to {name}")
                     steps = tuple(self._step(module, call, write.model.said(step)) for step in write.steps)
                     # `outputs["loss"]`: that entry of a returned dict; `outputs[0]`: a tuple's first element
                     entry = "" if write.origin[1] == "0" else write.origin[1]
                     reach = Reach(write.context, (handed, *steps), whole_return=bool(entry), entry=entry)
                     self._reach(forward_module.path, forward, reach)
+
+    def _accepts_loss_kwargs(
+        self, module: Symbols, cls: ast.ClassDef, forward: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> bool:
+        """transformers' `Trainer.__init__` on a model of `cls` (`facts.hosts.LOSS_KWARGS_ATTRIBUTE`): its class attribute
+        `accepts_loss_kwargs` (its own or a project base's, nearest first) where it has one, a literal; else whether
+        its `forward` takes `**kwargs`. An attribute set to anything else may be on."""
+        for _, klass in ((module, cls), *self._bases(module, cls, 0)):
+            for stmt in klass.body:
+                targets = (
+                    stmt.targets
+                    if isinstance(stmt, ast.Assign)
+                    else [stmt.target]
+                    if isinstance(stmt, ast.AnnAssign)
+                    else []
+                )
+                if any(isinstance(t, ast.Name) and t.id == LOSS_KWARGS_ATTRIBUTE for t in targets):
+                    value = stmt.value
+                    return not (isinstance(value, ast.Constant) and value.value in (False, None, 0))
+        return forward.args.kwarg is not None
 
     def _model_classes(
         self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int = 0
