@@ -21,6 +21,7 @@ import warnings
 import libcst as cst
 
 from .evidence import Declared
+from .facts.storage import MODEL_OUTPUT_BASE
 from .index.files import Lookup, find_module
 from .index.nodes import statements
 from .index.symbols import PARSE_ERRORS, Symbols, derived_classes, summarisable
@@ -46,6 +47,8 @@ class Record:
 
     fields: tuple[str, ...]  # in the order its constructor takes them by position
     positional: bool  # False: a base class may add fields before these, positions are not known
+    # A transformers `ModelOutput` subclass: an ordered dict of its fields (`facts.storage.is_model_output`).
+    mapping: bool = False
 
 
 class Library:
@@ -293,7 +296,8 @@ def _record(node: ast.ClassDef) -> Record | None:
     own_bases = bases[1:] if named_tuple else bases
     code = ast.unparse(node)
     positional = not own_bases and "KW_ONLY" not in code and "kw_only" not in code and "init=False" not in code
-    return Record(tuple(fields), positional)
+    mapping = any(base.rpartition(".")[2] == MODEL_OUTPUT_BASE for base in own_bases)
+    return Record(tuple(fields), positional, mapping)
 
 
 def _first_def(module: cst.Module) -> cst.FunctionDef | None:

@@ -73,6 +73,12 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_trainer_model_forward_after_4_46": "transformers 4.57.1's Trainer (test_host_models.py)",
     "FAL005/neg_trainer_model_forward_own_compute_loss": "transformers 4.46.0's Trainer, its compute_loss its own",
     "FAL005/neg_trainer_model_forward_keeps_a_number": "transformers 4.46.0's Trainer, a number kept",
+    "FAL005/host_trainer_compute_loss_override_returns_the_model_loss": (
+        "transformers 4.46.0's Trainer.training_step under the project's compute_loss (test_host_models.py)"
+    ),
+    "FAL005/neg_trainer_compute_loss_override_returns_a_new_loss": (
+        "transformers 4.46.0's Trainer under the project's compute_loss (test_host_models.py)"
+    ),
     "FAL005/host_trainer_model_forward_accepts_loss_kwargs": "transformers 4.57.1's Trainer.compute_loss (test_host_models.py)",
     "FAL005/neg_trainer_model_forward_accepts_loss_kwargs_off": "transformers 4.57.1's Trainer (test_host_models.py)",
 }

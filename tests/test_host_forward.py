@@ -134,3 +134,60 @@ def test_the_models_accepts_loss_kwargs_comes_before_its_forwards_kwargs(
     # it has one (InternVL sets it False over a `forward(..., **kwargs)`), else the forward's `**kwargs`.
     reached = _reached("Trainer(model=TinyLM()).train()", kwargs, attribute)
     assert ("transformers-compute-loss" in reached) is written
+
+
+@pytest.mark.parametrize(
+    ("returned", "entry"),
+    [
+        ("model(**inputs).loss", "loss"),
+        ('model(**inputs)["loss"]', "loss"),
+        ("model(**inputs)[0]", ""),
+        ("model(**inputs).loss * 2", None),
+        ("model(**inputs).logits.sum()", None),
+    ],
+)
+def test_an_override_not_calling_the_base_is_walked_to_the_forward(returned: str, entry: str | None) -> None:
+    # FlagEmbedding's `AbsEmbedderTrainer.compute_loss`: its own code returns the model's output's loss, which 4.46.0's
+    # `training_step` multiplies in place; a new tensor made from it is not the forward's.
+    main = f"""
+    class MyTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+            outputs = {returned}
+            return (outputs, None) if return_outputs else outputs
+
+    MyTrainer(model=TinyLM()).train()
+    """
+    reached = _reached(main)
+    if entry is None:
+        assert reached == {}
+    else:
+        [(context, (first, whole, got))] = reached.items()
+        assert (context, first, got, whole) == (
+            "transformers-training-step",
+            "TinyLM is handed as the model to MyTrainer",
+            entry,
+            bool(entry),
+        )
+
+
+def test_a_model_unpacked_from_a_method_the_subclass_overrides_is_the_trainers() -> None:
+    # FlagEmbedding's runner: `self.tokenizer, self.model = self.load_tokenizer_and_model()` in the base, the model
+    # made by the subclass's override, handed as `model=self.model`.
+    main = """
+    class Runner:
+        def __init__(self):
+            self.tokenizer, self.model = self.load()
+
+        def load(self):
+            raise NotImplementedError
+
+
+    class MyRunner(Runner):
+        def load(self):
+            model = TinyLM()
+            return None, model
+
+        def train(self):
+            Trainer(model=self.model).train()
+    """
+    assert set(_reached(main)) == {"transformers-training-step"}

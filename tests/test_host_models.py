@@ -308,6 +308,37 @@ def test_a_models_forward_handed_to_a_trainer_moves_as_the_models_say(fixture: s
         assert not run.moved, run.moved
 
 
+# A model's `forward` under the project's Trainer subclass whose `compute_loss` never calls the base one: what it
+# returns of the model's output goes to 4.46.0's `training_step`, which multiplies it in place.
+OVERRIDES = {
+    "host_trainer_compute_loss_override_returns_the_model_loss": True,
+    "neg_trainer_compute_loss_override_returns_a_new_loss": False,
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(OVERRIDES))
+def test_a_compute_loss_override_returning_the_models_loss_moves_what_the_forward_kept(fixture: str) -> None:
+    folder = FIXTURES / fixture
+    release = next(r for r in hosts.releases() if (r.dist, r.version) == ("transformers", "4.46.0"))
+    hosts.install(release)
+    trainer = f"{folder / 'trainer.py'}:EmbedderTrainer"
+    host = dataclasses.replace(
+        hosts.HOSTS[hosts.TRAINING_STEP], release=release, driver="model_forward", trainer=trainer
+    )
+    [run] = hosts.run_under_host(host, [hosts.ModuleSubject(str(folder / "loss.py"), "TinyEmbedder.forward")])
+    assert not run.error and run.ran.startswith("transformers 4.46.0, real"), run
+    chains = _forward_writes(folder.resolve(), "TinyEmbedder")
+    if OVERRIDES[fixture]:
+        assert run.moved and all(f"(×{hosts.STEPS:.2f})" in m for m in run.moved.values()), run.moved
+        [chain] = chains
+        assert "EmbedderTrainer.compute_loss returns the model's output's loss as its loss | " in chain, chain
+        assert chain.endswith("trainer.py:3605: loss *= self.args.gradient_accumulation_steps"), chain
+    else:
+        assert not run.moved, run.moved
+        assert chains == []
+    assert bool((folder / "expected").read_text().strip()) is OVERRIDES[fixture]
+
+
 # A model's `forward` under the base `compute_loss` of transformers 4.57.1 on 2 ranks: `loss *= num_processes` runs
 # where the Trainer's `model_accepts_loss_kwargs` holds, which its `__init__` takes from the model's class attribute
 # `accepts_loss_kwargs` before the forward's `**kwargs`.

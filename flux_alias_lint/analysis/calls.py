@@ -116,7 +116,7 @@ class Calls:
         record = self.library.record(func.value)
         if record is None:
             return None
-        result = Val(container="record")
+        result = Val(container="dict" if record.mapping else "record")  # a `ModelOutput`'s fields are its entries
         position: int | None = 0 if record.positional else None  # None: which field is not known
         for arg in node.args:
             val = self._eval(arg.value, env)

@@ -90,6 +90,7 @@ BUILTINS: dict[str, Builtin] = {
 # `Trainer.compute_loss` takes as the loss, is the `loss=` given.
 MODEL_OUTPUT_PACKAGE = "transformers"
 MODEL_OUTPUT_WORD = "Output"
+MODEL_OUTPUT_BASE = "ModelOutput"  # their base class, which a project's own outputs derive (`@dataclass`)
 
 
 def is_model_output(qualified: str) -> bool:
