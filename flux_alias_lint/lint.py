@@ -14,13 +14,15 @@ from typing import TypeVar
 import libcst as cst
 
 from .analysis import OverBudget, RawFinding, analyze_module
+from .analysis.values import dotted_name
 from .facts.hosts import BY_NAME
 from .finding import Finding
 from .fixer import Edit, apply_edits, line_offsets, make_edit, select_edits, unexplained_change
 from .index.escapes import Escapes
 from .index.files import Read, project_roots
+from .index.host_models import Write, handed_write
 from .index.project import ProjectIndex
-from .index.reach import UNREACHED, UNREACHED_REACH, Reach, styled
+from .index.reach import UNREACHED, UNREACHED_REACH, Reach, Step, styled
 from .index.releases import released
 from .index.roles import not_loss_functions
 from .library import Library
@@ -260,7 +262,15 @@ def _analyze_parsed(
         def_line = spans[raw.function.name if isinstance(raw.function, cst.FunctionDef) else raw.function][0][0]
         if lines:  # a triaged piece: its lines are elsewhere in the file
             start_line, end_line, def_line = lines[start_line - 1], lines[end_line - 1], lines[def_line - 1]
-        reach = _reach_of(context, context.reaches.get(def_line, UNREACHED_REACH), raw)
+        handed = _handed_write(raw.write)
+        if handed is not None:  # `accelerator.backward(loss)` after the capture: the host's release and setting decide
+            write_line = spans[raw.write][0][0]
+            step = Step(source.path, lines[write_line - 1] if lines else write_line, handed.said)
+            reach = context.released(Reach(handed.context, (step,)), raw.returned)
+            if reach is None:
+                continue
+        else:
+            reach = _reach_of(context, context.reaches.get(def_line, UNREACHED_REACH), raw)
         if reach is None and raw.write is None:
             continue  # the releases the project runs leave the value as it is
         if reach is None:  # ... but the function's own write changes it, whoever calls it (`in-function`)
@@ -303,6 +313,13 @@ def _analyze_parsed(
         )
         located.append(Located(finding, edit, raw))
     return located
+
+
+def _handed_write(write: cst.CSTNode | None) -> Write | None:
+    """The in-place write of the host a call `write` hands the written value to (`accelerator.backward(loss)`)."""
+    if not (isinstance(write, cst.Call) and isinstance(write.func, cst.Attribute)):
+        return None
+    return handed_write(write.func.attr.value, dotted_name(write.func.value) or "")
 
 
 def _reach_of(context: _Context, found: Reach, raw: RawFinding) -> Reach | None:

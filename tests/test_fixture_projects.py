@@ -50,6 +50,10 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/accelerate_backward_of_a_view_of_the_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_accelerate_backward_of_a_rebound_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_host_accelerate_backward_0_13": "accelerate 0.13's Accelerator.backward",
+    "FAL005/host_accelerate_backward_of_a_loss_kept_in_the_loop": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
+    "FAL005/neg_accelerate_backward_of_a_loss_kept_in_the_loop_default_steps": (
+        "accelerate 0.12's Accelerator.backward at its default 1 step (test_host_models.py)"
+    ),
     "FAL005/host_composer": "Composer 0.8's Trainer._train_microbatch",
     "FAL005/host_composer_total": "Composer 0.10+'s Trainer._train_microbatch ('total' taken as the loss)",
     "FAL005/neg_composer_total_other_key": "Composer 0.10+'s Trainer._train_microbatch ('total' taken as the loss)",
@@ -76,6 +80,14 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_own_loop_model_named_in_a_module_namespace": "its own training loop, run below",
     "FAL005/own_loop_model_from_a_decorator_registry": "its own training loop, run below",
     "FAL005/neg_own_loop_model_from_a_decorator_registry_keeps_copies": "its own training loop, run below",
+    "FAL005/host_trainer_compute_loss_override_returns_the_model_loss": (
+        "transformers 4.46.0's Trainer.training_step under the project's compute_loss (test_host_models.py)"
+    ),
+    "FAL005/neg_trainer_compute_loss_override_returns_a_new_loss": (
+        "transformers 4.46.0's Trainer under the project's compute_loss (test_host_models.py)"
+    ),
+    "FAL005/host_trainer_model_forward_accepts_loss_kwargs": "transformers 4.57.1's Trainer.compute_loss (test_host_models.py)",
+    "FAL005/neg_trainer_model_forward_accepts_loss_kwargs_off": "transformers 4.57.1's Trainer (test_host_models.py)",
 }
 
 

@@ -15,7 +15,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 
-class TinyLM(torch.nn.Module):
+class TinyLM(torch.nn.Module):{attribute}
     def forward(self, input_ids, labels{kwargs}):
         loss = torch.nn.functional.cross_entropy(self.head(input_ids), labels)
         self.last_loss = loss.detach()
@@ -32,9 +32,10 @@ def make_model():
 """
 
 
-def _reached(main: str, kwargs: str = "") -> dict[str, tuple[str, bool, str]]:
+def _reached(main: str, kwargs: str = "", attribute: str = "") -> dict[str, tuple[str, bool, str]]:
     """The forward's reaches: context → (the first step, whole return, entry)."""
-    source = MODEL.format(kwargs=kwargs) + textwrap.dedent(main)
+    attribute = f"\n    accepts_loss_kwargs = {attribute}\n" if attribute else ""
+    source = MODEL.format(kwargs=kwargs, attribute=attribute) + textwrap.dedent(main)
     index = ProjectIndex.of_source(source, "train.py")
     line = source.splitlines().index(f"    def forward(self, input_ids, labels{kwargs}):") + 1
     found = {}
@@ -126,9 +127,86 @@ def test_only_the_functions_holding_a_hand_off_word_are_searched(monkeypatch: py
     monkeypatch.setattr(
         HostEvidence,
         "_handed_to_hosts",
-        lambda self, module, scope, function: searched.append(getattr(function, "name", "<module>"))
-        or real(self, module, scope, function),
+        lambda self, module, scope, function: (
+            searched.append(getattr(function, "name", "<module>")) or real(self, module, scope, function)
+        ),
     )
     plain = "".join(f"\n\ndef step_{n}(model, trainer: Trainer):\n    return model(trainer)\n" for n in range(50))
     _reached("\n\ndef main():\n    Trainer(model=TinyLM(), args=TrainingArguments('out'))\n" + plain)
     assert searched == ["main", "<module>"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "attribute", "written"),
+    [
+        ("", "True", True),
+        (", **kwargs", "False", False),
+        (", **kwargs", "None", False),
+        ("", "config.use_loss_kwargs", True),
+    ],
+    ids=["attribute-on", "attribute-off-over-kwargs", "attribute-none", "attribute-computed"],
+)
+def test_the_models_accepts_loss_kwargs_comes_before_its_forwards_kwargs(
+    kwargs: str, attribute: str, written: bool
+) -> None:
+    # transformers' `Trainer.__init__` (4.49+): `model_accepts_loss_kwargs` is the model's `accepts_loss_kwargs` where
+    # it has one (InternVL sets it False over a `forward(..., **kwargs)`), else the forward's `**kwargs`.
+    reached = _reached("Trainer(model=TinyLM()).train()", kwargs, attribute)
+    assert ("transformers-compute-loss" in reached) is written
+
+
+@pytest.mark.parametrize(
+    ("returned", "entry"),
+    [
+        ("model(**inputs).loss", "loss"),
+        ('model(**inputs)["loss"]', "loss"),
+        ("model(**inputs)[0]", ""),
+        ("model(**inputs).loss * 2", None),
+        ("model(**inputs).logits.sum()", None),
+    ],
+)
+def test_an_override_not_calling_the_base_is_walked_to_the_forward(returned: str, entry: str | None) -> None:
+    # FlagEmbedding's `AbsEmbedderTrainer.compute_loss`: its own code returns the model's output's loss, which 4.46.0's
+    # `training_step` multiplies in place; a new tensor made from it is not the forward's.
+    main = f"""
+    class MyTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+            outputs = {returned}
+            return (outputs, None) if return_outputs else outputs
+
+    MyTrainer(model=TinyLM()).train()
+    """
+    reached = _reached(main)
+    if entry is None:
+        assert reached == {}
+    else:
+        [(context, (first, whole, got))] = reached.items()
+        assert (context, first, got, whole) == (
+            "transformers-training-step",
+            "TinyLM is handed as the model to MyTrainer",
+            entry,
+            bool(entry),
+        )
+
+
+def test_a_model_unpacked_from_a_method_the_subclass_overrides_is_the_trainers() -> None:
+    # FlagEmbedding's runner: `self.tokenizer, self.model = self.load_tokenizer_and_model()` in the base, the model
+    # made by the subclass's override, handed as `model=self.model`.
+    main = """
+    class Runner:
+        def __init__(self):
+            self.tokenizer, self.model = self.load()
+
+        def load(self):
+            raise NotImplementedError
+
+
+    class MyRunner(Runner):
+        def load(self):
+            model = TinyLM()
+            return None, model
+
+        def train(self):
+            Trainer(model=self.model).train()
+    """
+    assert set(_reached(main)) == {"transformers-training-step"}

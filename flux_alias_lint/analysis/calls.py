@@ -22,6 +22,7 @@ from ..facts.storage import (
     ContainerMethod,
     Gives,
     Updates,
+    is_model_output,
 )
 from ..facts.tensor_ops import (
     AMBIGUOUS_METHODS,
@@ -43,6 +44,7 @@ from ..facts.tensor_ops import (
     torch_function_alias_kind,
     writes_in_place,
 )
+from ..index.host_models import handed_write
 from ..library import Library
 from .captures import entry_holder
 from .statements import _constant_index
@@ -114,7 +116,7 @@ class Calls:
         record = self.library.record(func.value)
         if record is None:
             return None
-        result = Val(container="record")
+        result = Val(container="dict" if record.mapping else "record")  # a `ModelOutput`'s fields are its entries
         position: int | None = 0 if record.positional else None  # None: which field is not known
         for arg in node.args:
             val = self._eval(arg.value, env)
@@ -155,6 +157,8 @@ class Calls:
         row = BUILTINS.get(name)
         if row is not None:
             return GIVES[row.gives](self, node, env, None)
+        if is_model_output(name):  # `CausalLMOutputWithPast(loss=loss, logits=logits)`: a dict of its fields
+            return self._call_dict(node, env)
         if name.startswith("torch."):
             return self._call_torch(name[len("torch.") :], node, env)
         return None
@@ -226,6 +230,8 @@ class Calls:
         of_module = (dotted_name(func.value) or "").partition(".")[0] in self.imports
         if writes_in_place(name) and not of_module:  # `scf.for_(...)`: a function of a module
             self._written(receiver, node, env)
+        if positional and handed_write(name, dotted_name(func.value) or "") is not None:
+            self._written(positional[0], node, env)  # `accelerator.backward(loss)`: the host divides it in place
         # `.item()`, `.tolist()`, `.type()` (a str), and any method of a str/int/float (`text.partition(...)`).
         if name in NUMBER_METHODS or receiver.immutable or (name in NUMBER_WITHOUT_ARGUMENTS and not node.args):
             return IMMUTABLE

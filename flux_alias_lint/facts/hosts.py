@@ -93,6 +93,11 @@ MEGATRON = Host(
         on_spares_three_tuples=True,
     ),
 )
+# transformers' `Trainer.__init__` sets the state its `compute_loss` write is under (`self.model_accepts_loss_kwargs`,
+# hosts/transformers-4.*.pyi) from the model: its `accepts_loss_kwargs` attribute where it has one, else whether its
+# `forward` takes `**kwargs` (4.49.0 trainer.py:633-638, 4.57.1 :635-641; tests/test_host_models.py reads them).
+LOSS_KWARGS_STATE = "model_accepts_loss_kwargs"
+LOSS_KWARGS_ATTRIBUTE = "accepts_loss_kwargs"
 _HANDED_FUNC = ("attribute", "compute_loss_func")  # what the `compute_loss_func` handed to the Trainer returns
 TRAINING_STEP = Host(
     "transformers-training-step",

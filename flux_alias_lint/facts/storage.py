@@ -85,6 +85,19 @@ BUILTINS: dict[str, Builtin] = {
     "copy.copy": Builtin(Gives.SAME_STORAGE, "a new object; a tensor's copy shares its storage"),
 }
 
+# transformers' model outputs (`ModelOutput` subclasses, `transformers.modeling_outputs.CausalLMOutputWithPast`) are
+# ordered dicts of the fields they are given, as `dict(...)` makes one: `outputs["loss"]`, which the base
+# `Trainer.compute_loss` takes as the loss, is the `loss=` given.
+MODEL_OUTPUT_PACKAGE = "transformers"
+MODEL_OUTPUT_WORD = "Output"
+MODEL_OUTPUT_BASE = "ModelOutput"  # their base class, which a project's own outputs derive (`@dataclass`)
+
+
+def is_model_output(qualified: str) -> bool:
+    """`transformers.modeling_outputs.CausalLMOutputWithPast`: a class of transformers named as its outputs are."""
+    return qualified.partition(".")[0] == MODEL_OUTPUT_PACKAGE and MODEL_OUTPUT_WORD in qualified.rpartition(".")[2]
+
+
 CONTAINER_METHODS: dict[str, ContainerMethod] = {
     "get": ContainerMethod(Gives.ENTRY_OR_DEFAULT, Updates.NOTHING, True, "the entry itself, or the default"),
     "pop": ContainerMethod(

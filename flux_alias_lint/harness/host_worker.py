@@ -100,9 +100,11 @@ def training_step(host: Host, made: Made, work: str) -> list[Any]:
 
 
 def model_forward(host: Host, made: Made, work: str) -> list[Any]:
-    """transformers' real ``Trainer.training_step`` and base ``Trainer.compute_loss`` on the subject's own model (its
+    """transformers' real ``Trainer.training_step`` and base ``Trainer.compute_loss`` (or the project's Trainer subclass,
+    ``host.trainer``, its own ``compute_loss``) on the subject's own model (its
     class made as a Trainer's user makes it: from its ``config_class``'s defaults, else with no argument), the
-    subject its ``forward`` (with its own signature, which the Trainer reads) on a batch of token ids and labels."""
+    subject its ``forward`` (with its own signature, which the Trainer reads, and its class's attributes) on a batch of
+    token ids and labels; on several ranks, with the batch's token count as the train loop gives it."""
     import inspect
 
     import torch
@@ -118,11 +120,29 @@ def model_forward(host: Host, made: Made, work: str) -> list[Any]:
     forward.__signature__ = inspect.signature(model.forward)  # type: ignore[attr-defined]
     model.forward = forward
     args = _accumulating_arguments(host, work)
-    trainer = Trainer(model=model, args=args)
+    trainer = _project_trainer(host.trainer, Trainer)(model=model, args=args)
     trainer.current_gradient_accumulation_steps = int(host.factor)  # set by the train loop in releases that read it
+    if host.world_size > 1 and trainer.accelerator.num_processes != host.world_size:
+        raise RuntimeError(f"{trainer.accelerator.num_processes} processes, not {host.world_size}")
     ids = torch.tensor([[1, 2, 3, 4]])
-    trainer.training_step(trainer.model, {"input_ids": ids, "labels": ids + 1})
+    # On several ranks (`Trainer.compute_loss`'s world-size write), the count of tokens the train loop hands over.
+    counted = {"num_items_in_batch": torch.tensor(ids.numel())} if host.world_size > 1 else {}
+    trainer.training_step(trainer.model, {"input_ids": ids, "labels": ids + 1}, **counted)
     return [p.grad for p in model.parameters()]
+
+
+def _project_trainer(where: str, default: type) -> type:
+    """The project's Trainer subclass at ``where`` ("path:Class", its own `compute_loss` and all), else ``default``."""
+    if not where:
+        return default
+    import importlib.util
+
+    path, _, name = where.rpartition(":")
+    spec = importlib.util.spec_from_file_location(f"_flux_trainer_{Path(path).stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)  # type: ignore[no-any-return]
 
 
 def compute_loss(host: Host, made: Made, work: str) -> list[Any]:

@@ -225,6 +225,7 @@ class Host:
     shown: str = ""  # where `in_place` is False: the releases that do `line` in place, said
     profile: str = ""  # a megatron-core profile (profiles.py) that rescales the returned `(loss, report)`
     entry: str = ""  # the entry of a returned dict the host takes as its loss (facts.hosts.Host.entry)
+    trainer: str = ""  # "path:Class": the project's Trainer subclass a model's forward runs under (else transformers')
 
     @property
     def said(self) -> str:

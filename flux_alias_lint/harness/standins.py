@@ -1,6 +1,7 @@
 """Stand-ins for what a loss function gets from its caller and its module, when run on its own.
 
-- ``Stub``: ``self``, ``args``, a helper it cannot see. Attributes, items and calls give
+- ``Stub``: ``self``, ``args``, a helper it cannot see (a host's method writing what it is handed in place,
+  ``self.accelerator.backward(loss)``, does its model's write). Attributes, items and calls give
   further stubs; a call with a tensor argument gives a tensor computed from it (so
   ``self.strategy.compute(logits=output)`` is a differentiable loss) and tensor methods act
   on a tensor of its own (``stub.sum()``). Arithmetic with numbers stays a stub, so a report
@@ -34,6 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
+from ..index.host_models import handed_write
 from ._deps import require_torch
 
 torch = require_torch()
@@ -198,6 +200,17 @@ def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Callable[
     return method
 
 
+# The factor a stand-in host's write is given (`loss /= self.gradient_accumulation_steps`): the host runs' own.
+HOST_FACTOR = 2
+
+
+def _host_write(statement: str, handed: Any, *args: Any, **kwargs: Any) -> None:
+    """A host's method writing what it is handed in place, its model's `statement` (`loss /= ...`) by `HOST_FACTOR`."""
+    value = _unwrap(handed)
+    if torch.is_tensor(value):
+        (value.div_ if statement.split()[1] == "/=" else value.mul_)(HOST_FACTOR)
+
+
 class Stub:
     """An unknown object: see the module docstring."""
 
@@ -225,6 +238,9 @@ class Stub:
     def __getattr__(self, attr: str) -> Any:
         if _protocol(attr):
             raise AttributeError(attr)
+        write = handed_write(attr, self._name)
+        if write is not None:  # `self.accelerator.backward`: the host's method, its write as its model has it
+            return functools.partial(_host_write, write.steps[-1].text)
         if attr in _TENSOR_API:
             return getattr(self.as_tensor(), attr)
         return self._get((".", attr), f".{attr}")

@@ -127,8 +127,10 @@ class Classes(Names):
             if cls is None:
                 return []
             found = self._instance_classes(module, scope, node)
-            for base_module, base in self._bases(module, cls, depth):
-                found += self._attribute_classes(base_module, base, node.attr)
+            for base_module, base in [(module, cls), *self._bases(module, cls, depth)]:
+                if base is not cls:
+                    found += self._attribute_classes(base_module, base, node.attr)
+                found += self._unpacked_from_method(module, cls, base, node.attr, depth)
             for inner, _, value in self._stored(module, cls).get(node.attr, ()):
                 if isinstance(value, ast.Name):  # `self.c = c`, a parameter: what the callers pass
                     found += self._instance_of(module, inner, value, depth + 1)
@@ -160,6 +162,46 @@ class Classes(Names):
         if target is None or target is module:
             return []
         return self._instance_of(target, [], ast.Name(there, ast.Load()), depth + 1)
+
+    def _unpacked_from_method(
+        self, module: Symbols, cls: ast.ClassDef, owner: ast.ClassDef, attr: str, depth: int
+    ) -> list[tuple[Symbols, ast.ClassDef]]:
+        """`self.tokenizer, self.model = self.load()` in `owner` (`cls` or a base of it): the classes of the element
+        `self.attr` takes of what `cls`'s own `load` (or the one it inherits) returns (`return tokenizer, model`,
+        `model = Model(...)`)."""
+        found = []
+        for node in ast.walk(owner):
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Tuple)
+                and isinstance(node.value, ast.Call)
+                and is_self_attribute(node.value.func)
+            ):
+                continue
+            places = [i for i, t in enumerate(node.targets[0].elts) if is_self_attribute(t) and t.attr == attr]
+            if not places:
+                continue
+            for method_module, method in self._inherited(module, cls, node.value.func.attr, depth):
+                nodes = list(body_walk(method))
+                for stmt in nodes:
+                    if not (isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple)):
+                        continue
+                    if places[0] >= len(stmt.value.elts):
+                        continue
+                    element = stmt.value.elts[places[0]]
+                    values = [element]
+                    if isinstance(element, ast.Name):
+                        values = [
+                            n.value
+                            for n in nodes
+                            if isinstance(n, ast.Assign)
+                            and any(isinstance(t, ast.Name) and t.id == element.id for t in n.targets)
+                        ]
+                    found += [
+                        c for v in values if isinstance(v, ast.Call) for c in self._classes(method_module, v.func)
+                    ]
+        return found
 
     def _made_by(
         self, module: Symbols, scope: list[ast.AST], func: ast.expr, depth: int

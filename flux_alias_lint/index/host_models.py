@@ -3,7 +3,8 @@ as text, never imported), and the in-place writes that code makes, under a proje
 
 A model is Python: module constants (`DISTRIBUTION`, `RELEASES`, `MEASURED`: the release whose file the line
 numbers are of, `FILE`), the defaults of the settings its guards read (a `TrainingArguments` class of `name = value`,
-each with its line in the release's file of that class) and the host's classes with the statements that matter,
+each with its line in the release's file of that class; a host class's own `name = value`: a parameter of its
+`__init__` it stores, as `Accelerator(gradient_accumulation_steps=1)`) and the host's classes with the statements that matter,
 each ending with its line in that release (`# 3605`); a method's `def` line also names the context of the writes in it (facts/hosts.py's
 row). A small interpreter walks a host method the way the release runs it: `x = self.m(...)` runs the
 model's `m` unless the project's class overrides it (then `x` is the override's return, and, where the
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 # (or its entry); ("parameter", name): what the project hands the entry method.
 Origin = tuple[str, str]
 _DEPTH = 4
-_SETTINGS = "TrainingArguments"  # the class of a model holding the defaults of the settings
+_SETTINGS = "TrainingArguments"  # the class of a model holding only the defaults of the settings
 _LINE = re.compile(r"#\s*(\d+)(?:\s+([\w-]+))?\s*$")
 
 
@@ -53,6 +54,7 @@ class Model:
     contexts: Mapping[str, str]  # method → the context of the writes in it
     lines: tuple[str, ...]
     defaults: Mapping[str, tuple[object, int]] = dataclasses.field(default_factory=dict)  # setting → (value, line)
+    owners: Mapping[str, str] = dataclasses.field(default_factory=dict)  # setting → the class whose default it is
 
     def on_by_default(self, write: Write) -> bool:
         """Whether every setting `write` is under is on unless the project sets it (no default: on)."""
@@ -99,13 +101,17 @@ def _read(name: str, text: str) -> Model:
     classes: dict[str, dict[str, ast.FunctionDef]] = {}
     contexts: dict[str, str] = {}
     defaults: dict[str, tuple[object, int]] = {}
+    owners: dict[str, str] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef) and stmt.name == _SETTINGS:
-            for field in stmt.body:
+        if not isinstance(stmt, ast.ClassDef):
+            continue
+        for field in stmt.body:
+            if isinstance(field, ast.Assign):  # a setting's default, with its line in the release
                 match = _LINE.search(lines[field.lineno - 1])
-                assert isinstance(field, ast.Assign) and isinstance(field.value, ast.Constant) and match, field.lineno
+                assert isinstance(field.value, ast.Constant) and match, field.lineno
                 defaults[ast.unparse(field.targets[0])] = (field.value.value, int(match[1]))
-        elif isinstance(stmt, ast.ClassDef):
+                owners[ast.unparse(field.targets[0])] = stmt.name
+        if stmt.name != _SETTINGS:
             methods = {m.name: m for m in stmt.body if isinstance(m, ast.FunctionDef)}
             classes[stmt.name] = methods
             for method in methods.values():
@@ -123,6 +129,7 @@ def _read(name: str, text: str) -> Model:
         contexts,
         lines,
         defaults,
+        owners,
     )
 
 
@@ -268,6 +275,31 @@ def factors(context: str) -> set[str]:
     return found
 
 
+@functools.cache
+def _handed_writes() -> dict[str, tuple[str, Write]]:
+    """A host method writing in place the parameter it is handed, by its name: (its class, named in lowercase
+    as a receiver is: `accelerator`, and the write)."""
+    found: dict[str, tuple[str, Write]] = {}
+    for model in models():
+        for write in own_writes(model):
+            cls, _, method = write.steps[-1].method.partition(".")
+            if write.origin[0] == "parameter" and method not in found:
+                found[method] = (cls.lower(), write)
+    return found
+
+
+def handed_methods() -> frozenset[str]:
+    """The names of the host methods writing in place what they are handed (`backward`)."""
+    return frozenset(_handed_writes())
+
+
+def handed_write(method: str, receiver: str) -> Write | None:
+    """The in-place write a host makes on what `receiver.method(x)` hands it (`accelerator.backward(loss)`: a
+    receiver named like the host's class), in any release of a model; None for any other call."""
+    found = _handed_writes().get(method)
+    return found[1] if found is not None and found[0] in receiver.rpartition(".")[2].lower() else None
+
+
 def own_writes(model: Model) -> list[Write]:
     """The writes of each method of `model` naming a context, run alone (the project overriding nothing)."""
     found = []
@@ -306,6 +338,17 @@ def joined(ranges: tuple[str, ...]) -> tuple[str, ...]:
         else:
             found.append(each)
     return tuple(found)
+
+
+def default(context: str, setting: str) -> object | None:
+    """The value `setting` has in every model whose `context` methods write in place, where each says it and the
+    project does not set it (`Accelerator(...)` without `gradient_accumulation_steps`: 1); None otherwise."""
+    found = {
+        model.defaults.get(setting, (None, 0))[0]
+        for model in models()
+        if any(write.context == context for write in own_writes(model))
+    }
+    return found.pop() if len(found) == 1 else None
 
 
 def always_under(context: str, setting: str) -> bool:

@@ -24,6 +24,7 @@ import bisect
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..facts.hosts import LOSS_KWARGS_ATTRIBUTE, LOSS_KWARGS_STATE
 from .host_models import Write, writes
 from .nodes import aliases_itself, body_walk, dotted, is_self_attribute, last_name
 from .reach import COMPOSER, COMPOSER_TOTAL, Reach, Step
@@ -50,6 +51,8 @@ _COMPOSER_MODELS = ("ComposerModel", "HuggingFaceModel", "ComposerClassifier")
 # targets, *args, **kwargs)`, composer/models/tasks/classification.py).
 _COMPOSER_CLASSIFIER = "ComposerClassifier"
 _TRAINER_PACKAGES = ("transformers", "trl")
+_COMPUTE_LOSS = "compute_loss"
+_OVERRIDE = ("override", _COMPUTE_LOSS)  # what the project's `compute_loss` returns to the host
 
 
 # What a function must hold for a hand-off in its body: `...Trainer(`, `compute_loss_func`,
@@ -255,7 +258,10 @@ class HostEvidence(Resolver):
         if receiver is None and not _imported_from(module, call.func, _TRAINER_PACKAGES, "Trainer"):
             return  # Lightning's `Trainer(...)`, or one the index does not know
         written = self._trainer_writes(*receiver) if receiver else writes("transformers", "Trainer.training_step")
-        written = [w for w in written if w.origin[0] == "forward"]
+        # An override of `compute_loss` returning the model's own output's loss (`model(**inputs).loss`): what the host
+        # writes after it is that forward's entry, as under the base `compute_loss`.
+        returned = self._returns_forward(*receiver) if receiver else []
+        written = [w for w in written if w.origin[0] == "forward" or (returned and w.origin == _OVERRIDE)]
         if not written:
             return
         given = next((k.value for k in call.keywords if k.arg == "model"), call.args[0] if call.args else None)
@@ -266,15 +272,64 @@ class HostEvidence(Resolver):
         for class_module, model in classes:
             for forward_module, forward in self._inherited(class_module, model, "forward", 0):
                 assert isinstance(forward, ast.FunctionDef | ast.AsyncFunctionDef)
+                accepts = self._accepts_loss_kwargs(class_module, model, forward)
                 for write in written:
-                    if "model_accepts_loss_kwargs" in write.guards and forward.args.kwarg is None:
-                        continue  # the release reads the flag off the forward's `**kwargs`
+                    if LOSS_KWARGS_STATE in write.guards and not accepts:
+                        continue  # the Trainer's `model_accepts_loss_kwargs` is off for this model
                     handed = self._step(module, call, f"{model.name} is handed as the model to {name}")
                     steps = tuple(self._step(module, call, write.model.said(step)) for step in write.steps)
                     # `outputs["loss"]`: that entry of a returned dict; `outputs[0]`: a tuple's first element
-                    entry = "" if write.origin[1] == "0" else write.origin[1]
-                    reach = Reach(write.context, (handed, *steps), whole_return=bool(entry), entry=entry)
-                    self._reach(forward_module.path, forward, reach)
+                    for taken, through in [(write.origin[1], ())] if write.origin[0] == "forward" else returned:
+                        entry = "" if taken == "0" else taken
+                        reach = Reach(write.context, (handed, *through, *steps), whole_return=bool(entry), entry=entry)
+                        self._reach(forward_module.path, forward, reach)
+
+    def _returns_forward(self, module: Symbols, cls: ast.ClassDef) -> list[tuple[str, tuple[Step, ...]]]:
+        """What the `compute_loss` override of the Trainer class `cls` (or of its nearest project base having one)
+        returns of the model it is handed, where it does not call the base one: `model(**inputs).loss`,
+        `outputs["loss"]`, `outputs[0]` (`outputs = model(**inputs)`), each as (the entry, the step of its return)."""
+        for owner, klass in ((module, cls), *self._bases(module, cls, 0)):
+            method = next((m for m in klass.body if isinstance(m, ast.FunctionDef) and m.name == _COMPUTE_LOSS), None)
+            if method is None:
+                continue
+            if len(method.args.args) < 2 or any(
+                isinstance(n, ast.Call) and _of_super(n.func) and last_name(n.func) == _COMPUTE_LOSS
+                for n in ast.walk(method)
+            ):
+                return []
+            model = method.args.args[1].arg
+            bound: dict[str, list[ast.expr]] = {}
+            for node in body_walk(method):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    bound.setdefault(node.targets[0].id, []).append(node.value)
+            found = []
+            for node in body_walk(method):
+                if isinstance(node, ast.Return) and node.value is not None:
+                    for entry in sorted(_entries_of(node.value, model, bound, 0)):
+                        what = f"{klass.name}.{_COMPUTE_LOSS} returns the model's output's {entry or '[0]'} as its loss"
+                        found.append((entry, (self._step(owner, node, what),)))
+            return found
+        return []
+
+    def _accepts_loss_kwargs(
+        self, module: Symbols, cls: ast.ClassDef, forward: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> bool:
+        """transformers' `Trainer.__init__` on a model of `cls` (`facts.hosts.LOSS_KWARGS_ATTRIBUTE`): its class attribute
+        `accepts_loss_kwargs` (its own or a project base's, nearest first) where it has one, a literal; else whether
+        its `forward` takes `**kwargs`. An attribute set to anything else may be on."""
+        for _, klass in ((module, cls), *self._bases(module, cls, 0)):
+            for stmt in klass.body:
+                targets = (
+                    stmt.targets
+                    if isinstance(stmt, ast.Assign)
+                    else [stmt.target]
+                    if isinstance(stmt, ast.AnnAssign)
+                    else []
+                )
+                if any(isinstance(t, ast.Name) and t.id == LOSS_KWARGS_ATTRIBUTE for t in targets):
+                    value = stmt.value
+                    return not (isinstance(value, ast.Constant) and value.value in (False, None, 0))
+        return forward.args.kwarg is not None
 
     def _model_classes(
         self, module: Symbols, scope: list[ast.AST], node: ast.expr, depth: int = 0
@@ -363,6 +418,36 @@ def _imported_from(module: Symbols, node: ast.expr, packages: tuple[str, ...], s
         if full.split(".")[0] in packages and full.rpartition(".")[2].endswith(suffix):
             return True
     return False
+
+
+def _entries_of(node: ast.expr, model: str, bound: dict[str, list[ast.expr]], depth: int) -> set[str]:
+    """The entries of `model(...)`'s output `node` is (`.loss`, `["loss"]`: "loss"; `[0]`: "0"), through the names
+    bound to them (`outputs = model(**inputs)`, `loss = outputs.loss`) and `(loss, outputs) if return_outputs else
+    loss`."""
+    if depth > 3:
+        return set()
+    if isinstance(node, ast.IfExp):
+        return _entries_of(node.body, model, bound, depth + 1) | _entries_of(node.orelse, model, bound, depth + 1)
+    if isinstance(node, ast.Tuple) and node.elts:  # `(loss, outputs)`: the host takes the first
+        return _entries_of(node.elts[0], model, bound, depth + 1)
+    if isinstance(node, ast.Name):
+        return {e for value in bound.get(node.id, ()) for e in _entries_of(value, model, bound, depth + 1)}
+    if isinstance(node, ast.Attribute):
+        holder, entry = node.value, node.attr
+    elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        holder, entry = node.value, str(node.slice.value)
+    else:
+        return set()
+    if entry not in ("loss", "0") or not _output_of(holder, model, bound):
+        return set()
+    return {entry}
+
+
+def _output_of(node: ast.expr, model: str, bound: dict[str, list[ast.expr]]) -> bool:
+    """`model(...)`, or a name bound to it only."""
+    if isinstance(node, ast.Name) and node.id in bound:
+        return all(_output_of(value, model, {}) for value in bound[node.id])
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == model
 
 
 def _enclosing(scope: list[ast.AST]) -> ast.ClassDef | None:

@@ -31,9 +31,9 @@ from collections.abc import Iterator
 from ..facts.hosts import BY_NAME, MEGATRON, Host
 from ..facts.projects import DECLARING_FILES, LOCK_FILES, REQUIREMENTS_FILE, REQUIREMENTS_FOLDERS
 from .files import project_root
-from .host_models import factors
+from .host_models import default, factors
 from .reach import Reach
-from .settings import computed, numbers, setting
+from .settings import computed, given, numbers, setting
 from .versions import EVERY, Versions, allowed, any_of, intersect, poetry_specifiers, relation
 
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)")
@@ -497,6 +497,8 @@ def released(path: str, reach: Reach, returned: int) -> tuple[Reach | None, tupl
         if set_to and all(value == 1 for _, value in set_to):
             files += tuple(os.path.join(project_root(path), where.rsplit(":", 1)[0]) for where, _ in set_to)
             return None, files  # a write by 1 leaves the value as it is
+        if not set_to and default(host.name, factor) == 1 and given(path, factor) is None:
+            return None, files  # never given, the host's own default 1 holds (`Accelerator()`)
     spares = host.setting is not None and host.setting.on_spares_three_tuples
     if spares and returned == 3 and host.setting is not None:
         value = setting(path, host.setting.name)

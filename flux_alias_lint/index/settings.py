@@ -224,6 +224,50 @@ def _settings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, Value, 
     return tuple(found)
 
 
+GIVEN = "given"  # a value of any kind, a name passing one on too
+
+
+@functools.cache
+def _givings(root: str, name: str) -> tuple[tuple[str, tuple[tuple[int, Value, bool], ...] | None], ...]:
+    """Every module under ``root`` giving ``name`` any value (`_module_givings`), as `_settings` lists them."""
+    found = []
+    word = name.encode()
+    gate = re.compile(rb"\b" + re.escape(word) + rb"['\"]?\]?\s*(?::[^=\n]*)?[:=](?!=)")
+    for path in python_files(root):
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError:
+            continue
+        if word in data and gate.search(data):
+            found.append((path, None if _is_test_module(path) else _module_givings(path, name, data)))
+    return tuple(found)
+
+
+def _module_givings(path: str, name: str, data: bytes) -> tuple[tuple[int, Value, bool], ...]:
+    """The lines of the module ``path`` giving ``name`` a value other than None: a keyword, an assignment to it
+    (``x.name = v``, ``x["name"] = v``) or a dict's entry (``{"name": v}``)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return ()
+    own_only = _is_script(tree) or _is_test_module(path)
+    lines = []
+    for node in ast.walk(tree):
+        values: list[ast.AST | None] = []
+        if isinstance(node, ast.keyword) and node.arg == name:
+            values = [node.value]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            values = [node.value] if any(_named(t, name) for t in targets) else []
+        elif isinstance(node, ast.Dict):
+            values = [v for k, v in zip(node.keys, node.values, strict=True) if k is not None and _named(k, name)]
+        for value in values:
+            if value is not None and not (isinstance(value, ast.Constant) and value.value is None):
+                lines.append((value.lineno, GIVEN, own_only))
+    return tuple(sorted(lines))
+
+
 def _setting_lines(
     tree: ast.Module, name: str, candidates: list[int], forwards: dict[str, tuple[str, int]]
 ) -> list[tuple[int, Value]]:
@@ -300,21 +344,30 @@ def computed(path: str, name: str) -> str | None:
     return next((where for where, value in _held(path, name) if value == COMPUTED), None)
 
 
-def _held(path: str, name: str) -> Iterator[tuple[str, Value]]:
-    """Each place setting ``name`` that holds for ``path`` (``file:line``) and its value, in the order read."""
+def given(path: str, name: str) -> str | None:
+    """Where the project of ``path`` gives ``name`` any value for it (``file:line``, as `setting` says it), a name
+    passing one on too (``Accelerator(gradient_accumulation_steps=every)``); None where nothing does, and so the
+    host's own default holds."""
+    return next((where for where, _ in _held(path, name, givings=True)), None)
+
+
+def _held(path: str, name: str, givings: bool = False) -> Iterator[tuple[str, Value]]:
+    """Each place setting ``name`` that holds for ``path`` (``file:line``) and its value, in the order read
+    (``givings``: each place giving it any value, `_givings`)."""
     if path in ("-", "<string>"):
         return
+    read, of_module = (_givings, _module_givings) if givings else (_settings, _module_settings)
     top = project_root(path)
     root = scope_root(path)
     real = os.path.realpath(path)
     mine = os.path.relpath(real, root).replace(os.sep, "/")
-    for where, read in _settings(root, name):
-        lines = read
+    for where, read_lines in read(root, name):
+        lines = read_lines
         if lines is None:  # a test module: its settings hold for itself alone
             if where != real:
                 continue
             try:
-                lines = _module_settings(where, name, read_bytes(where))
+                lines = of_module(where, name, read_bytes(where))
             except SourceError:
                 continue
         relative = os.path.relpath(where, root).replace(os.sep, "/")

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from ..evidence import Declared, declared
 from ..facts.policy import summarisable as policy_summarisable
+from ..facts.storage import MODEL_OUTPUT_BASE
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
 # What `ast.parse` raises on a text CPython rejects (or cannot build a tree of).
@@ -55,6 +56,8 @@ class Record:
 
     fields: tuple[str, ...]  # in the order its constructor takes them by position
     positional: bool  # False: a base class may add fields before these, positions are not known
+    # A transformers `ModelOutput` subclass: an ordered dict of its fields (`facts.storage.is_model_output`).
+    mapping: bool = False
 
 
 _DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
@@ -84,7 +87,8 @@ def record_of(node: ast.ClassDef) -> Record | None:
     own_bases = bases[1:] if named_tuple else bases
     code = ast.unparse(node)
     positional = not own_bases and "KW_ONLY" not in code and "kw_only" not in code and "init=False" not in code
-    return Record(tuple(fields), positional)
+    mapping = any(base.rpartition(".")[2] == MODEL_OUTPUT_BASE for base in own_bases)
+    return Record(tuple(fields), positional, mapping)
 
 
 class Symbols:

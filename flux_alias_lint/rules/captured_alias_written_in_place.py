@@ -25,10 +25,10 @@ class CapturedAliasRule(AnalysisRule):
         self, found: RawFinding, expression: str, reach: Reach, write: tuple[str, int] | None
     ) -> tuple[str, str]:
         if write is not None:
-            return (
-                f"{found.report_path} = `{expression}` is changed by the in-place `{shortened(write[0])}` at line {write[1]}",
-                "the kept value is then the one after the write, not the one it was kept to show",
-            )
+            changed = f"{found.report_path} = `{expression}` is changed by the in-place `{shortened(write[0])}` at line {write[1]}"
+            if reach.release:  # a host's method handed the value (`accelerator.backward(loss)`): its release does it
+                return changed, consequence(reach)
+            return changed, "the kept value is then the one after the write, not the one it was kept to show"
         loss = f"the returned loss `{found.backprop}`"
         if found.entries:  # an entry of a returned dict, which a host takes as its loss (`Host.entry`)
             loss = f"`{found.backprop}`, returned under {', '.join(repr(k) for k in found.entries)}"
@@ -61,7 +61,8 @@ view, a conversion that may return `self`, or the tensor itself. The writers:
   project's pin, else the installed release, decides; `docs/context.md` "Hosts"):
   `Trainer.training_step` (transformers 4.46.0–4.46.1) for a `Trainer` subclass's `compute_loss`,
   `Trainer.compute_loss` (×world size, 4.54 on) for a `compute_loss_func=`, `Accelerator.backward`
-  (accelerate 0.11–0.12) for `loss = f(...)` then `accelerator.backward(loss)`, Composer 0.2–0.8.2
+  (accelerate 0.11–0.12) for `loss = f(...)` then `accelerator.backward(loss)`, and for a value kept in the
+  loop before `accelerator.backward(loss)` (not where no `gradient_accumulation_steps` is given: it is 1), Composer 0.2–0.8.2
   for a `ComposerModel`'s `loss`, and Composer 0.10 on for the `'total'` entry of the dict it returns
   (`return {"total": total, "ce": ce}`: the trainer backpropagates `total` itself). The message names the
   host, the release and where it is pinned.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..facts.reports import KEEPING_KINDS, KEEPING_NAMES
 from ..facts.storage import CONTAINER_CONSTRUCTORS, CONTAINER_MUTATORS
 from ..facts.tensor_ops import torch_function_alias_kind, writes_in_place
+from ..index.host_models import handed_write
 from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS, Def
 from .calls import _copies, _helper_call
@@ -195,6 +196,8 @@ def _captures_and_writes(
             elif type(func) is ast.Name and func.id in keeping_functions and node.args:
                 found.keeping[id(node)] = node.args[0]
                 keeping_calls.add(id(node))
+            if attribute is not None and node.args and handed_write(attribute, _dotted(func.value) or ""):
+                put(found.written, node.args[0], node, context)  # `accelerator.backward(loss)`: the host writes it
             if attribute is not None and writes_in_place(attribute):
                 # `scf.for_(...)`: a function of an imported module, not a tensor's method; `x.mul_(1)`: no write.
                 if root not in modules and not leaves_unchanged_write(node):

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from ..facts.reports import AUGMENTED_OPERATORS, KEEPING_NAMES
 from ..facts.storage import MAPPING_NAMES, MAPPING_UPDATE
+from ..index.host_models import handed_methods
 from ..index.nodes import leaves_unchanged_write
 from ..index.symbols import FUNCTIONS, PARSE_ERRORS, Def, Symbols
 from .calls import _is_mapping, _is_mutation
@@ -34,6 +35,8 @@ _NAME_END_CALLED = re.compile(r"_\s*\(")  # a literal first: searched fast (`[^\
 # entries are kept without one.
 # A method of an object `self` holds (`self.meter.update(v)`), which may keep its arguments.
 _HELD_OBJECT_CALL = re.compile(r"\bself\s*\.\s*\w+\s*\.\s*\w+\s*\(")
+# A call of a host's method writing what it is handed in place (`accelerator.backward(loss)`).
+_HANDED_WRITE = re.compile(r"\.\s*(?:" + "|".join(sorted(handed_methods())) + r")\s*\(")
 _KEEPING_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(KEEPING_NAMES)) + r")\s*\(")
 
 
@@ -62,7 +65,8 @@ def _reduce_source(text: str, reached: frozenset[int], path: str, captures: bool
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to print
         try:
-            if "return" not in text and "lambda" not in text:
+            # A capture then a host's write of what it is handed (`accelerator.backward(loss)`) needs no return.
+            if "return" not in text and "lambda" not in text and (not captures or _HANDED_WRITE.search(text) is None):
                 compile(text, "<triage>", "exec", dont_inherit=True)  # validated, without building a tree
                 return []
             tree = ast.parse(text)
@@ -251,7 +255,10 @@ def _unit_may_find(
 
 
 def _calls_inplace_method(span: str) -> bool:
-    """Whether `span` may call a method named as in-place ones are (`x.mul_(k)`; not `__init__(`)."""
+    """Whether `span` may call a method named as in-place ones are (`x.mul_(k)`; not `__init__(`), or hand a
+    value to a host's method that writes it in place (`accelerator.backward(loss)`, `host_models.handed_write`)."""
+    if _HANDED_WRITE.search(span) is not None:
+        return True
     for match in _NAME_END_CALLED.finditer(span):
         start = match.start()
         if start and span[start - 1].isalnum():
