@@ -391,7 +391,7 @@ class _MadeProbe(Made):
         execution = self._probe.execute(self._taken, self._roles)
         if execution.error is not None:
             raise execution.error
-        if execution.taken != self._taken:
+        if execution.taken != self._taken[: len(execution.taken)]:  # fewer: the host's real values decided the rest
             raise RuntimeError("the probe took another path")
         self._execution, self.returned = execution, execution.outputs
         return _loss(execution.outputs, self.entry)
