@@ -41,7 +41,9 @@ def _verify(path: Path, function: str, context: str, steps: tuple[Step, ...]) ->
 
 
 def _trainer(context: str) -> Verdict:
-    [verdict] = _verify(TRAINER, "compute_loss", context, (Step(str(TRAINER), 11, "a Trainer subclass's compute_loss"),))
+    [verdict] = _verify(
+        TRAINER, "compute_loss", context, (Step(str(TRAINER), 11, "a Trainer subclass's compute_loss"),)
+    )
     return verdict
 
 
