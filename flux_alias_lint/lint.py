@@ -50,6 +50,7 @@ class Located:
     finding: Finding
     edit: Edit | None
     raw: RawFinding
+    entry: str = ""  # the entry of a returned dict its rescaler takes as the loss (`Reach.entry`), if one
 
 
 Reaches = Mapping[int, Reach]  # the functions of one file the project index knows a caller of, by def line
@@ -311,7 +312,7 @@ def _analyze_parsed(
             reached_by=styled(reach.steps, source.path),
             severity=severity,
         )
-        located.append(Located(finding, edit, raw))
+        located.append(Located(finding, edit, raw, reach.entry or ""))
     return located
 
 

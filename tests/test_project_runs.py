@@ -562,6 +562,26 @@ def test_a_file_leaving_a_search_too_wide_to_follow_redoes_the_evidence(tmp_path
     assert reached == cache.project_reached(paths, None)
 
 
+REGISTRY_LOOP = ROOT / "fixtures" / "FAL005" / "own_loop_model_from_a_decorator_registry"
+
+
+def test_a_method_called_all_over_the_project_is_still_followed_in_its_own_module(
+    tmp_path: pathlib.Path, capsys
+) -> None:
+    """Past `_CALLER_FILES` files calling `train_step(`, the search still follows the calls beside the method:
+    the task's own loop passes the model it divides the output of (the same project inside a larger one)."""
+    from flux_alias_lint.index.calls import _CALLER_FILES
+
+    project = tmp_path / "p"
+    shutil.copytree(REGISTRY_LOOP, project)
+    (project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    expected = [("loss.py", 25, "FAL005", "in-place-caller")]
+    assert _check(capsys, str(project), "-n") == expected
+    for n in range(_CALLER_FILES + 1):
+        (project / f"other{n}.py").write_text(f"def run(task, model, batch):\n    return task.train_step(model, {n})\n")
+    assert _check(capsys, str(project), "-n") == expected
+
+
 OVERRIDDEN = ROOT / "fixtures" / "FAL001" / "forward_step_overridden_in_another_module"
 
 

@@ -708,11 +708,12 @@ def _verify_captures(
 
 def _hosted(item: Located) -> bool:
     """A capture of the loss its function returns that a host other than Megatron rescales: a third-party host
-    (hosts.HOSTS) whatever the function returns it in, or an in-place caller of a bare returned loss."""
+    (hosts.HOSTS) whatever the function returns it in, or an in-place caller of a bare returned loss or of an
+    entry of a returned dict (`Located.entry`)."""
     finding = item.finding
     if finding.code != CAPTURE_CODE or item.raw.write is not None:
         return False
-    return finding.context in HOSTS or (finding.context == IN_PLACE_CALLER and item.raw.whole_return)
+    return finding.context in HOSTS or (finding.context == IN_PLACE_CALLER and (item.raw.whole_return or item.entry))
 
 
 def _verify_hosted(
@@ -730,8 +731,9 @@ def _verify_hosted(
     verdicts: dict[int, Verdict] = {}
     furthest = [_Furthest() for _ in items]
     deadline = time.process_time() + SECONDS_PER_FUNCTION
-    # The entry of a returned dict the findings' host takes as its loss (Composer's 'total'), if it takes one.
-    entry = next((h.entry for i in items if (h := HOSTS.get(i.finding.context)) is not None and h.entry), "")
+    # The entry of a returned dict the findings' host takes as its loss (Composer's 'total', the key an in-place
+    # caller reads), if it takes one.
+    entry = next((e for i in items if (e := _entry(i))), "")
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
             probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
@@ -752,7 +754,9 @@ def _verify_hosted(
             for key in pending:
                 if entries[id(items[key].raw.entry)] in execution.marks:
                     finding = items[key].finding
-                    by_host[host_of(finding.context, finding.reached_by)].append(key)  # type: ignore[index]
+                    host = host_of(finding.context, finding.reached_by)
+                    assert host is not None
+                    by_host[dataclasses.replace(host, entry=_entry(items[key]))].append(key)
                 else:
                     furthest[key].note((1, 0), "it returned, but never made the captured value")
             for host, keys in by_host.items():
@@ -769,6 +773,12 @@ def _verify_hosted(
         if len(verdicts) == len(items):
             break
     return [verdicts.get(key) or Verdict(item.finding, False, furthest[key].reason) for key, item in enumerate(items)]
+
+
+def _entry(item: Located) -> str:
+    """The entry of a returned dict that the host of ``item`` takes as its loss; "" for a bare loss."""
+    host = HOSTS.get(item.finding.context)
+    return item.entry or (host.entry if host is not None else "")
 
 
 def _with_scalar_loss(probe: Probe, execution: Execution, entry: str = "") -> Execution:

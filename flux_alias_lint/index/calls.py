@@ -60,8 +60,8 @@ class Calls(Classes):
         disk (not for stdin), by the words naming the function (`_caller_files`): the evidence depends
         on the files answering and on those it then reads.
         `bounded` (a parameter followed while resolving a value): a method's calls only where their
-        receiver resolves to it, and no more than `_CALLER_FILES` files naming it, else none (a name
-        called all over the project, `training_step(`, is not followed: as the summaries' bounds).
+        receiver resolves to it, and in other files only as `_followed_caller_files` bounds them (a name
+        called all over the project, `training_step(`, is followed in its own module only).
         In the function's own module, a call of a parameter (`fn(x)`) is one where `fn` may be it. A class's
         `__init__` is called by `Class(...)` too."""
         function = scope[-1]
@@ -71,11 +71,7 @@ class Calls(Classes):
         position = params.index(parameter) if parameter in params else None
         nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
         made = _made_class(scope)
-        paths = self._caller_files(module, scope)
-        if bounded and len(paths) > _CALLER_FILES:
-            paths = self._importing(module, scope, paths)
-            if len(paths) > _CALLER_FILES:
-                return
+        paths = self._followed_caller_files(module, scope) if bounded else self._caller_files(module, scope)
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
             if isinstance(function, ast.Lambda):  # called by the names it is assigned to
@@ -127,6 +123,16 @@ class Calls(Classes):
         paths = [*paths, *(p for p in self._mentioning(module.path, function.name) if p in partials)]
         paths += self._mentioning(module.path, f"@{function.name}")  # applied as a decorator
         return [p for p in dict.fromkeys(paths) if p != module.path]
+
+    def _followed_caller_files(self, module: Symbols, scope: list[ast.AST]) -> list[str]:
+        """The other files whose calls of `scope[-1]` a bounded search follows: those that may call it, up
+        to `_CALLER_FILES`; beyond, those of them that may import its module, up to `_CALLER_FILES`; else
+        none. Its own module's calls are always followed: how many files elsewhere call a name says
+        nothing of the calls beside the function (a task's loop calling its own `self.train_step`)."""
+        paths = self._caller_files(module, scope)
+        if len(paths) > _CALLER_FILES:
+            paths = self._importing(module, scope, paths)
+        return paths if len(paths) <= _CALLER_FILES else []
 
     def _importing(self, module: Symbols, scope: list[ast.AST], paths: list[str]) -> list[str]:
         """Of `paths`, naming a module-level function of `module`, those that may import it: a caller names its

@@ -13,8 +13,8 @@ Where it goes where this cannot follow, it **escapes**: passed to a call that re
 in the project, stored on an object of unknown class or in a container that escapes, looked up by
 a `getattr` with a computed key, returned by a function whose callers are not seen, read off an
 object of unknown class in a module naming the class, registered by a library's decorator, run
-past a function more files call than the hand-off search follows a parameter back through
-(`calls._CALLER_FILES`: that search stopped there, so what runs it may be a host). The
+past a function, from a file whose calls of it the hand-off search does not follow back
+(`Calls._followed_caller_files`: that search stopped there, so what runs it may be a host). The
 first such place, depth first in source order, ends the finding's chain; none: `unreached`. The
 work is bounded (`_BUDGET` values, `references._MODULES` modules a function): beyond, it escapes.
 Where the line is drawn is in docs/context.md.
@@ -27,7 +27,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .calls import _CALLER_FILES
 from .nodes import last_name, parameters, positional
 from .reach import ESCAPES, UNREACHED_REACH, Reach, Step
 from .references import SELF, Bound, Ref, References
@@ -64,8 +63,8 @@ class _Value:
     path: Path = ()
     instance: str | None = None  # an instance of the functor's class: calling it runs this method
     lookup: bool = False  # a `getattr` whose key is computed: it may give the function
-    # Passed as a parameter of a function too many files call (`calls._CALLER_FILES`): the hand-off
-    # search does not come back through it, so where the value runs past it, it escapes there.
+    # Passed as a parameter of a function from a file the hand-off search does not follow back
+    # (`Calls._followed_caller_files`), so where the value runs past it, it escapes there.
     cut: tuple[str, int] | None = None  # (what the step where it runs says, id of that function)
     # The calls it was passed in through, innermost last: (id of the function called, the caller's
     # module, the call). Returned by that function, it is that call's result, not every caller's.
@@ -271,11 +270,14 @@ class Escapes(References):
             step = self._step(module, call, f"passed as {parameter} to {function.name}")
             passed = value
             # A constructor's calls are spelled with its class's name, which this bound does not count.
-            constructor = function.name == "__init__"
-            callers = 0 if constructor else len(self._caller_files(target_module, target_module.scope_of(function)))
-            if callers > _CALLER_FILES and value.cut is None:
-                what = f"called past {function.name}, which {callers} files call"
-                passed = dataclasses.replace(value, cut=(what, id(function)))
+            # The hand-off search follows calls from the function's own module always, from others as
+            # `Calls._followed_caller_files` bounds them: passed from elsewhere, it is cut there.
+            if function.name != "__init__" and module is not target_module and value.cut is None:
+                function_scope = target_module.scope_of(function)
+                if module.path not in self._followed_caller_files(target_module, function_scope):
+                    callers = len(self._caller_files(target_module, function_scope))
+                    what = f"called past {function.name}, which {callers} files call"
+                    passed = dataclasses.replace(value, cut=(what, id(function)))
             passed = dataclasses.replace(passed, frames=(*value.frames, (id(function), module, call)))
             found += [
                 passed.to(target_module, load, (*value.steps, step))
