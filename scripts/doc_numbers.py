@@ -333,7 +333,7 @@ QUOTES: tuple[Quote, ...] = (
     ),
     Quote(
         "docs/context.md",
-        r"followed to the calls of at most (\d+) other files",
+        r"followed to the calls of its own module and of at most (\d+) other files",
         _const("flux_alias_lint.index.calls", "_CALLER_FILES"),
         "the files a parameter's callers are searched in",
     ),
