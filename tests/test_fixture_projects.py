@@ -50,6 +50,8 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/accelerate_backward_of_a_view_of_the_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_accelerate_backward_of_a_rebound_loss": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_host_accelerate_backward_0_13": "accelerate 0.13's Accelerator.backward",
+    "FAL005/host_accelerate_backward_of_an_unpacked_pair": "accelerate 0.12's Accelerator.backward",
+    "FAL005/neg_host_accelerate_backward_of_an_unpacked_pair_0_13": "accelerate 0.13's Accelerator.backward",
     "FAL005/host_accelerate_backward_of_a_loss_kept_in_the_loop": "accelerate 0.12's Accelerator.backward (test_host_models.py)",
     "FAL005/neg_accelerate_backward_of_a_loss_kept_in_the_loop_default_steps": (
         "accelerate 0.12's Accelerator.backward at its default 1 step (test_host_models.py)"
@@ -80,6 +82,8 @@ NOT_RUN_UNDER_MEGATRON = {
     "FAL005/neg_own_loop_model_named_in_a_module_namespace": "its own training loop, run below",
     "FAL005/own_loop_model_from_a_decorator_registry": "its own training loop, run below",
     "FAL005/neg_own_loop_model_from_a_decorator_registry_keeps_copies": "its own training loop, run below",
+    "FAL005/own_loop_task_returns_a_dict_of_losses": "its own training loop, run below",
+    "FAL005/neg_own_loop_task_keeps_a_term_of_its_dict": "its own training loop, run below",
     "FAL005/host_trainer_compute_loss_override_returns_the_model_loss": (
         "transformers 4.46.0's Trainer.training_step under the project's compute_loss (test_host_models.py)"
     ),
@@ -207,6 +211,8 @@ def test_an_own_training_step_run_moves_the_report_as_check_says(fixture: str, f
         "FAL005/neg_own_loop_model_named_in_a_module_namespace",
         "FAL005/own_loop_model_from_a_decorator_registry",
         "FAL005/neg_own_loop_model_from_a_decorator_registry_keeps_copies",
+        "FAL005/own_loop_task_returns_a_dict_of_losses",
+        "FAL005/neg_own_loop_task_keeps_a_term_of_its_dict",
     ],
 )
 def test_an_own_loop_run_moves_what_it_keeps_as_check_says(fixture: str) -> None:

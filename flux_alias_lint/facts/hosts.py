@@ -146,7 +146,7 @@ COMPUTE_LOSS = Host(
 ACCELERATE_BACKWARD = Host(
     "accelerate-backward",
     "accelerate",
-    "`loss = f(...)` then `accelerator.backward(loss)`",
+    "`loss = f(...)` (or `loss, metrics = f(...)`) then `accelerator.backward(loss)`",
     "Accelerator.backward divides it in place by the grad-accum steps",
     "`loss /= self.gradient_accumulation_steps`",
     "÷ gradient_accumulation_steps",

@@ -213,6 +213,7 @@ def main(argv: list[str]) -> int:
         ran = _checked(host)  # else no run: the caller emulates, saying why
         for subject in subjects:
             made = subject.make()
+            made.pair = host.pair
             try:
                 runs.append(observe(made, ran, driver(host, made, work)))
             except Exception as exc:  # the subject's code (or the host on it) refused: said in the verdict

@@ -225,6 +225,7 @@ class Host:
     shown: str = ""  # where `in_place` is False: the releases that do `line` in place, said
     profile: str = ""  # a megatron-core profile (profiles.py) that rescales the returned `(loss, report)`
     entry: str = ""  # the entry of a returned dict the host takes as its loss (facts.hosts.Host.entry)
+    pair: bool = False  # the project's loop hands the host the first of the `(loss, report)` the function returns
     trainer: str = ""  # "path:Class": the project's Trainer subclass a model's forward runs under (else transformers')
 
     @property
@@ -337,6 +338,7 @@ class Made:
 
     returned: Any = None  # the loss it returned, which the host rescales
     entry: str = ""  # the host takes this entry of a returned dict as the loss (Host.entry)
+    pair: bool = False  # the host is handed the first of the `(loss, report)` it returns (Host.pair)
     owner: type | None = None  # the class whose method it is (a Trainer subclass's `compute_loss`), made by the host
 
     def __call__(self, handed: Any, *host_args: Any, **host_kwargs: Any) -> Any:
@@ -394,7 +396,7 @@ class _MadeProbe(Made):
         if execution.taken != self._taken[: len(execution.taken)]:  # fewer: the host's real values decided the rest
             raise RuntimeError("the probe took another path")
         self._execution, self.returned = execution, execution.outputs
-        return _loss(execution.outputs, self.entry)
+        return _loss(execution.outputs, self.entry, self.pair)
 
     def moved(self) -> dict[str, str]:
         return self._execution.captures.moved() if self._execution is not None else {}
@@ -459,15 +461,19 @@ def _takes(func: Any, args: tuple[Any, ...]) -> bool:
     return True
 
 
-def returned_loss(returned: Any, entry: str = "") -> Any:
+def returned_loss(returned: Any, entry: str = "", pair: bool = False) -> Any:
     """The loss a host takes from what the function returned: the tensor itself, or a model output's loss
     (``outputs["loss"]`` of a mapping such as transformers' ``ModelOutput``, a tuple's first element, else
     ``outputs.loss``); None if none.
     ``entry``: a host taking that entry of a returned dict as its loss (Composer 0.10+'s ``'total'``), which sums
-    anything else into a new tensor first, as the release does (``microbatch_loss.add_(loss.mean())`` on zeros)."""
+    anything else into a new tensor first, as the release does (``microbatch_loss.add_(loss.mean())`` on zeros).
+    ``pair``: the project's loop unpacks a ``(loss, report)`` and hands the host its first element
+    (``loss, metrics = step(...)``, then ``accelerator.backward(loss)``)."""
     from ._deps import require_torch
 
     torch = require_torch()
+    if pair and isinstance(returned, tuple) and len(returned) in (2, 3) and torch.is_tensor(returned[0]):
+        return returned[0]
     if entry:
         if isinstance(returned, Mapping) and torch.is_tensor(returned.get(entry)):
             return returned[entry]
@@ -491,8 +497,8 @@ def returned_loss(returned: Any, entry: str = "") -> Any:
     return loss if torch.is_tensor(loss) else None
 
 
-def _loss(returned: Any, entry: str = "") -> Any:
-    loss = returned_loss(returned, entry)
+def _loss(returned: Any, entry: str = "", pair: bool = False) -> Any:
+    loss = returned_loss(returned, entry, pair)
     if loss is None:
         raise TypeError(f"it returned a {type(returned).__name__}, not a loss tensor or a model output with one")
     return loss
@@ -535,7 +541,7 @@ def emulate(host: Host, subject: Subject, why: str) -> HostRun:
 
     torch = require_torch()
     made = subject.make()
-    made.entry = host.entry
+    made.entry, made.pair = host.entry, host.pair
     base = torch.tensor((0.5, 1.25, 2.0, 3.5), requires_grad=True)
     ran = host.emulated(why)
     taken = None

@@ -734,6 +734,8 @@ def _verify_hosted(
     # The entry of a returned dict the findings' host takes as its loss (Composer's 'total', the key an in-place
     # caller reads), if it takes one.
     entry = next((e for i in items if (e := _entry(i))), "")
+    # The project's loop unpacks the function's `(loss, report)` and hands the host the loss (`index/hosts.py`).
+    pair = not entry and not any(item.raw.whole_return for item in items)
     for shape, faithful in itertools.product(SHAPES, (True, False)):
         try:
             probe = build_probe(module, function, shape, entries, path=path, faithful=faithful)
@@ -742,21 +744,21 @@ def _verify_hosted(
         for explored in _explore(probe, deadline):
             pending = [key for key in range(len(items)) if key not in verdicts]
             problem = _shape_problem(explored) if explored.error is not None else None
-            if problem is None and returned_loss(explored.outputs, entry) is None:
+            if problem is None and returned_loss(explored.outputs, entry, pair) is None:
                 what = _describe(explored.outputs)
                 problem = ((2, 0), f"with stand-in inputs it returned {what}, not a loss or a model output with one")
             if problem is not None:
                 for key in pending:
                     furthest[key].note(*problem)
                 continue
-            execution = _with_scalar_loss(probe, explored, entry)
+            execution = _with_scalar_loss(probe, explored, entry, pair)
             by_host: dict[Host, list[int]] = collections.defaultdict(list)
             for key in pending:
                 if entries[id(items[key].raw.entry)] in execution.marks:
                     finding = items[key].finding
                     host = host_of(finding.context, finding.reached_by)
                     assert host is not None
-                    by_host[dataclasses.replace(host, entry=_entry(items[key]))].append(key)
+                    by_host[dataclasses.replace(host, entry=_entry(items[key]), pair=pair)].append(key)
                 else:
                     furthest[key].note((1, 0), "it returned, but never made the captured value")
             for host, keys in by_host.items():
@@ -781,16 +783,16 @@ def _entry(item: Located) -> str:
     return item.entry or (host.entry if host is not None else "")
 
 
-def _with_scalar_loss(probe: Probe, execution: Execution, entry: str = "") -> Execution:
+def _with_scalar_loss(probe: Probe, execution: Execution, entry: str = "", pair: bool = False) -> Execution:
     """The execution, or the same path with one named stand-in a scalar (the one made last first) where that makes
     the returned loss a single value: a host's backward step needs one, as a real loss is (`outputs["loss"]`)."""
-    if returned_loss(execution.outputs, entry).numel() == 1:
+    if returned_loss(execution.outputs, entry, pair).numel() == 1:
         return execution
     for name in reversed(list(execution.made)):
         if execution.roles.get(name) == "scalar":
             continue
         trial = probe.execute(execution.taken, {**execution.roles, name: "scalar"})
-        loss = returned_loss(trial.outputs, entry) if trial.error is None else None
+        loss = returned_loss(trial.outputs, entry, pair) if trial.error is None else None
         if (
             loss is not None
             and loss.numel() == 1

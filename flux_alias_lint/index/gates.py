@@ -66,8 +66,9 @@ def gates(data: bytes) -> tuple[set[int], set[int]]:
     return megatron, rescaling
 
 
-# `loss = c_loss`: a name bound to another whole (`in_place._through_aliases`).
-_ALIAS = rb"[ \t]*=[ \t]*(\w+)[ \t]*(?:#.*)?$"
+# `loss = c_loss`: a name bound to another whole (`in_place._through_aliases`), or to an entry of it
+# (`loss = result["loss"]`, `in_place._entries_received`).
+_ALIAS = rb"[ \t]*=[ \t]*(\w+)(?:\[(?:\"[^\"\n]*\"|'[^'\n]*')\])?[ \t]*(?:#.*)?$"
 
 
 def _bound_to_a_call(data: bytes, name: bytes) -> bool:

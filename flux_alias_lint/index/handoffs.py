@@ -202,7 +202,9 @@ CLASS_REGISTRY = HandOff(
 IN_PLACE_CALLER = HandOff(
     "in-place-caller",
     "A caller unpacks `loss, report = f(...)` (or three names), or binds `loss = f(...)` (the loss returned whole: "
-    "FAL005's captures of it; or `c_loss = f(...)`, then `loss = c_loss`), and then rescales `loss` in place (`loss *= k`, `loss /= n`, `loss.div_(n)`, "
+    "FAL005's captures of it; or `c_loss = f(...)`, then `loss = c_loss`; or `result = f(...)`, then "
+    '`loss = result["loss"]`, the captures of that entry: timm\'s `_forward`), and then rescales `loss` in place '
+    "(`loss *= k`, `loss /= n`, `loss.div_(n)`, "
     "`loss.mul_(k)`; not by 1, which changes nothing): context `in-place-caller`.",
     "FAL002/in_place_caller_tuple_report",
 )

@@ -9,7 +9,8 @@ reports the captures at `return loss`), under the host's own context:
   multiplies what it returns (`transformers-compute-loss`, then `training_step`, `index/releases.py`);
 - the `forward` of a model handed to a `Trainer(model=...)`: the base `Trainer.compute_loss` takes its
   `outputs["loss"]` (`Reach.entry`) or `outputs[0]` as the loss, which the models' writes after it reach;
-- `loss = f(...)` (or `f(...)` itself) handed to `accelerator.backward(loss)` (`accelerate-backward`), unless `loss`
+- `loss = f(...)` (or `f(...)` itself, or the first of `loss, metrics = f(...)`: then the pair's first, not a bare
+  return) handed to `accelerator.backward(loss)` (`accelerate-backward`), unless `loss`
   is bound to another tensor on the way (`loss = loss.mean()`; a view of it, `loss.reshape(1)`, is still it);
 - a Composer `ComposerModel` (or `HuggingFaceModel`) subclass's `loss` method: a bare loss (`composer`), or the `'total'` entry of a
   returned dict (`composer-total`: the row's `entry`, which the analysis matches to the captures of that entry).
@@ -185,10 +186,12 @@ class HostEvidence(Resolver):
     def _handed_to_hosts(self, module: Symbols, scope: list[ast.AST], function: ast.AST) -> None:
         """`Trainer(..., compute_loss_func=f)` and `accelerator.backward(loss)` in one function's body."""
         nodes = list(body_walk(function))
-        assigned: dict[str, list[ast.Assign]] = {}
+        assigned: dict[str, list[ast.Assign]] = {}  # `loss = ...`, and `loss, metrics = ...` (the pair's first)
         for node in nodes:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                assigned.setdefault(node.targets[0].id, []).append(node)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                name = _first_name(node.targets[0])
+                if name is not None:
+                    assigned.setdefault(name, []).append(node)
         blocks = _blocks(function)
         for node in nodes:
             if (
@@ -233,7 +236,9 @@ class HostEvidence(Resolver):
                             and assign.lineno < node.lineno
                             and not _rebound(assign, node, nodes, blocks)
                         ):
-                            step = self._step(module, assign, f"its loss is {loss.id}, handed to accelerator.backward")
+                            whole = isinstance(assign.targets[0], ast.Name)
+                            said = "its loss is" if whole else "its (loss, report) is unpacked into"
+                            step = self._step(module, assign, f"{said} {loss.id}, handed to accelerator.backward")
                             self._handed(
                                 module,
                                 scope,
@@ -241,6 +246,7 @@ class HostEvidence(Resolver):
                                 context,
                                 step,
                                 self._step(module, node, what),
+                                whole=whole,
                             )
 
     def _models_handed(self, module: Symbols, scope: list[ast.AST], call: ast.Call, name: str, own: bool) -> None:
@@ -391,9 +397,12 @@ class HostEvidence(Resolver):
         cls = _enclosing(scope)
         return cls is not None and self._derives(module, cls, _TRAINER_PACKAGES)
 
-    def _handed(self, module: Symbols, scope: list[ast.AST], node: ast.expr, context: str, *steps: Step) -> None:
+    def _handed(
+        self, module: Symbols, scope: list[ast.AST], node: ast.expr, context: str, *steps: Step, whole: bool = True
+    ) -> None:
+        """The functions `node` calls hand the host their bare loss (`whole`), or the first of their pair."""
         for value in self._values(module, scope, node):
-            self._reach(value.module.path, value.function, Reach(context, (*value.steps, *steps), whole_return=True))
+            self._reach(value.module.path, value.function, Reach(context, (*value.steps, *steps), whole_return=whole))
 
     def _derives(self, module: Symbols, cls: ast.ClassDef, packages: tuple[str, ...], suffix: str = "Trainer") -> bool:
         """Whether `cls`, or a base class of it in the project, names a base `...{suffix}` imported from one
@@ -505,7 +514,7 @@ def _rebound(assign: ast.Assign, use: ast.AST, nodes: list[ast.AST], blocks: dic
     """Whether the name `assign` binds is bound again to another tensor on every path from it to `use`: by a
     statement after it, before `use`, in its own statement list or one holding it (`loss = loss.mean()`);
     not by a view or detached alias of itself (`loss = loss.view(-1)`, which the host's write reaches too)."""
-    name = assign.targets[0].id  # type: ignore[attr-defined]
+    name = _first_name(assign.targets[0])
     holding = set(blocks.get(id(assign), ()))
     for node in nodes:
         if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and assign.lineno < node.lineno < use.lineno):
@@ -517,6 +526,13 @@ def _rebound(assign: ast.Assign, use: ast.AST, nodes: list[ast.AST], blocks: dic
         if chain and chain[0] in holding and not aliases_itself(node.value, name):
             return True
     return False
+
+
+def _first_name(target: ast.expr) -> str | None:
+    """The name `target` binds to a call's loss: `loss` of `loss = f(...)` or of `loss, metrics = f(...)`."""
+    if isinstance(target, ast.Tuple) and len(target.elts) in (2, 3):
+        target = target.elts[0]
+    return target.id if isinstance(target, ast.Name) else None
 
 
 def _accelerator(func: ast.expr) -> bool:

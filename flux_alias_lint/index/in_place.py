@@ -1,6 +1,7 @@
 """Evidence of an in-place caller: a function (or a script's own module-level code) unpacking a call's
-`(loss, report)`, or binding its result to a name (`loss = compute_loss(batch)`, the loss returned
-whole), and rescaling that loss in place (`handoffs.IN_PLACE_CALLER`, context "in-place-caller")."""
+`(loss, report)`, binding its result to a name (`loss = compute_loss(batch)`, the loss returned
+whole) or reading the loss out of the dict it returned (`result = task(x)`, `loss = result["loss"]`),
+and rescaling that loss in place (`handoffs.IN_PLACE_CALLER`, context "in-place-caller")."""
 
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ class InPlaceEvidence(Resolver):
             for value in self._values(module, scope if at_module else scope + [function], callee):
                 reach = Reach(IN_PLACE_CALLER, (*value.steps, *steps), whole_return=whole)
                 self._reach(value.module.path, value.function, reach)
+        for assign, read, name, key in _entries_received(nodes, rescaled):
+            steps = (
+                self._step(module, assign, f"its dict is bound by {caller}"),
+                self._step(module, read, f"its {key!r} entry read as {name}"),
+                Step(shown(module.path), rescaled[name], f"which rescales {name} in place"),
+            )
+            for value in self._values(module, scope if at_module else scope + [function], assign.value.func):
+                reach = Reach(IN_PLACE_CALLER, (*value.steps, *steps), whole_return=True, entry=key)
+                self._reach(value.module.path, value.function, reach)
 
 
 def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.Assign, str, bool]]:
@@ -60,28 +70,74 @@ def _received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.
             name, whole = target.id, True
         else:
             continue
-        if stores is None:  # `loss += aux` is no rebinding: in place on a tensor; nor is a view of itself
-            stores = {}
-            augmented = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
-            # `loss = loss.float()`, `loss = loss.view(-1)`: the same storage, which the rescale reaches
-            augmented |= {
-                id(target)
-                for node in nodes
-                if isinstance(node, ast.Assign)
-                for target in node.targets
-                if isinstance(target, ast.Name) and aliases_itself(node.value, target.id)
-            }
-            for node in nodes:
-                if (
-                    isinstance(node, ast.Name)
-                    and isinstance(node.ctx, ast.Store)
-                    and node.id in rescaled
-                    and id(node) not in augmented
-                ):
-                    stores.setdefault(node.id, []).append(node.lineno)
+        if stores is None:
+            stores = _stores(nodes, rescaled)
         line = rescaled[name]
         if not any(stmt.lineno < other < line for other in stores[name]):
             found.append((stmt, name, whole))
+    return found
+
+
+def _stores(nodes: list[ast.AST], names: dict[str, int]) -> dict[str, list[int]]:
+    """The lines binding each of `names` to a new value: `loss += aux` is no rebinding (in place on a
+    tensor), nor `loss = loss.float()` or `loss = loss.view(-1)` (the same storage, which the rescale reaches)."""
+    augmented = {id(node.target) for node in nodes if isinstance(node, ast.AugAssign)}
+    augmented |= {
+        id(target)
+        for node in nodes
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and aliases_itself(node.value, target.id)
+    }
+    stores: dict[str, list[int]] = {}
+    for node in nodes:
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Store)
+            and node.id in names
+            and id(node) not in augmented
+        ):
+            stores.setdefault(node.id, []).append(node.lineno)
+    return stores
+
+
+def _entries_received(nodes: list[ast.AST], rescaled: dict[str, int]) -> list[tuple[ast.Assign, ast.Assign, str, str]]:
+    """`result = f(...)`, then `loss = result["loss"]`, then `loss` rescaled in place (timm's `_forward`:
+    `result = task(input, target)`, `_loss = result['loss']`, `_loss /= accum_steps`): the call's
+    assignment, the entry's read, the loss' name and the entry: `result` bound by nothing else between the
+    call and the read, `loss` nothing between the read and the rescale."""
+    reads = [
+        (stmt, stmt.targets[0].id, stmt.value.value.id, stmt.value.slice.value)
+        for stmt in nodes
+        if isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and rescaled.get(stmt.targets[0].id, 0) > stmt.lineno
+        and isinstance(stmt.value, ast.Subscript)
+        and isinstance(stmt.value.value, ast.Name)
+        and isinstance(stmt.value.slice, ast.Constant)
+        and isinstance(stmt.value.slice.value, str)
+    ]
+    if not reads:
+        return []
+    stores = _stores(nodes, {name: 0 for read in reads for name in read[1:3]})
+    calls = {
+        (stmt.targets[0].id, stmt.lineno): stmt
+        for stmt in nodes
+        if isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(stmt.value, ast.Call)
+    }
+    found = []
+    for read, name, holder, key in reads:
+        bound = [line for line in stores.get(holder, []) if line < read.lineno]
+        assign = calls.get((holder, max(bound))) if bound else None
+        if assign is None:
+            continue
+        line = rescaled[name]
+        if not any(read.lineno < other < line for other in stores[name]):
+            found.append((assign, read, name, key))
     return found
 
 

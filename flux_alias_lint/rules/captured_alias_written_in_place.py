@@ -61,7 +61,7 @@ view, a conversion that may return `self`, or the tensor itself. The writers:
   project's pin, else the installed release, decides; `docs/context.md` "Hosts"):
   `Trainer.training_step` (transformers 4.46.0–4.46.1) for a `Trainer` subclass's `compute_loss`,
   `Trainer.compute_loss` (×world size, 4.54 on) for a `compute_loss_func=`, `Accelerator.backward`
-  (accelerate 0.11–0.12) for `loss = f(...)` then `accelerator.backward(loss)`, and for a value kept in the
+  (accelerate 0.11–0.12) for `loss = f(...)` (or `loss, metrics = f(...)`) then `accelerator.backward(loss)`, and for a value kept in the
   loop before `accelerator.backward(loss)` (not where no `gradient_accumulation_steps` is given: it is 1), Composer 0.2–0.8.2
   for a `ComposerModel`'s `loss`, and Composer 0.10 on for the `'total'` entry of the dict it returns
   (`return {"total": total, "ce": ce}`: the trainer backpropagates `total` itself). The message names the
