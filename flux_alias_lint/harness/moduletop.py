@@ -6,7 +6,8 @@ What runs, statement by statement (nothing else at the top level does):
   Names from megatron's ``parallel_state``/``mpu`` answer as a single rank. A module of the
   project itself (found on disk as the analysis finds it, ``index.files.find_module``) is not
   imported: its own top level is run by these same rules, when a ``Project`` is given (the
-  modules the probed one imports, not what they import in turn). Any
+  modules the probed one imports, not what they import in turn, except a module a base class
+  of their classes comes from: an inherited helper runs as the project wrote it). Any
   other module is imported from the installed packages only (not the current directory). A
   name that cannot be imported becomes a stub.
 - Assignments of constants: literals, names, attributes, containers, arithmetic and f-strings
@@ -235,6 +236,10 @@ class Project:
     # The modules the probed one imports run; what they import in turn is installed or stubbed. Deeper
     # chains cost more than they give: a training package's modules import half the package.
     MAX_DEPTH = 1
+    # But a module's import of a base class of its own classes runs however deep its chain is, to this bound: a
+    # method's helper inherited from a base class two modules away (`class DPOTrainer(RLHFMixin)`, the mixin's
+    # `class RLHFMixin(BaseTrainer)` in another module) is then the project's own, not a stub.
+    MAX_BASE_DEPTH = 4
     MAX_BYTES = 200_000  # a generated table, not a helper: stubbed
 
     def __init__(self, run: Run) -> None:
@@ -242,13 +247,14 @@ class Project:
         self._loaded: dict[str, types.ModuleType] = {}
         self._depth = 0
 
-    def module(self, importer: str, dotted: str, level: int) -> types.ModuleType | None:
-        """The project module ``importer`` imports as ``dotted`` (None: not one of the project's)."""
+    def module(self, importer: str, dotted: str, level: int, base: bool = False) -> types.ModuleType | None:
+        """The project module ``importer`` imports as ``dotted`` (None: not one of the project's); ``base``: it
+        imports a base class of one of its classes from there."""
         path = find_module(importer, dotted, level)
         if path is None or os.path.getsize(path) > self.MAX_BYTES:
             return None
         if path not in self._loaded:
-            if self._depth >= self.MAX_DEPTH:
+            if self._depth >= (self.MAX_BASE_DEPTH if base else self.MAX_DEPTH):
                 return None
             # Registered before its top level runs: a module that imports itself back finds it.
             self._loaded[path] = module = types.ModuleType(dotted)
@@ -264,11 +270,32 @@ class Project:
         return self._loaded[path]
 
 
+def _base_names(module: cst.Module) -> frozenset[str]:
+    """The names the bases of the module's top-level classes start with (`Base` of `Base`, `trainers` of
+    `trainers.Base`)."""
+    names: set[str] = set()
+    for stmt in module.body:
+        for base in stmt.bases if isinstance(stmt, cst.ClassDef) else ():
+            node = base.value
+            while isinstance(node, cst.Attribute):
+                node = node.value
+            if isinstance(node, cst.Name):
+                names.add(node.value)
+    return frozenset(names)
+
+
 def _bind_import(
-    stmt: cst.Import | cst.ImportFrom, bind: Callable[[str, Any], None], run: Run, path: str, project: Project | None
+    stmt: cst.Import | cst.ImportFrom,
+    bind: Callable[[str, Any], None],
+    run: Run,
+    path: str,
+    project: Project | None,
+    bases: frozenset[str] = frozenset(),
 ) -> None:
-    def load(dotted: str, level: int = 0) -> Any:
-        found = project.module(path, dotted, level) if project is not None and path else None
+    """``bases``: the names the module's classes derive from (`_base_names`), whose modules run deeper."""
+
+    def load(dotted: str, level: int = 0, base: bool = False) -> Any:
+        found = project.module(path, dotted, level, base) if project is not None and path else None
         return found if found is not None or level else _import(dotted)
 
     if isinstance(stmt, cst.Import):
@@ -278,21 +305,24 @@ def _bind_import(
             if name and dotted in PARALLEL_STATE_MODULES:
                 bind(name, SingleRankParallelState(run))
             elif name:
-                module = load(dotted)
+                module = load(dotted, base=name in bases)
                 bind(name, module if module is not None else stub_type(name, run))
             else:  # `import a.b`: importing the submodule first makes it an attribute of `a`
                 top = dotted.split(".")[0]
-                module = load(dotted) and load(top)
+                module = load(dotted, base=top in bases) and load(top)
                 bind(top, module if module is not None else stub_type(top, run))
         return
     if isinstance(stmt.names, cst.ImportStar):
         return
     level = len(stmt.relative)
     source = _dotted(stmt.module) if stmt.module is not None else ""
-    module = load(source, level) if source or level else None
-    for alias in stmt.names:
+    names = [
+        alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else _dotted(alias.name)
+        for alias in stmt.names
+    ]
+    module = load(source, level, bool(bases.intersection(names))) if source or level else None
+    for alias, name in zip(stmt.names, names, strict=True):
         imported = _dotted(alias.name)
-        name = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else imported
         full = f"{source}.{imported}" if source else imported
         if not level and full in PARALLEL_STATE_MODULES:
             bind(name, SingleRankParallelState(run))
@@ -301,7 +331,7 @@ def _bind_import(
         elif module is not None and _has(module, imported):
             bind(name, getattr(module, imported))
         else:
-            found = load(full, level)
+            found = load(full, level, name in bases)
             bind(name, found if found is not None else stub_type(name, run))
 
 
@@ -321,9 +351,10 @@ def run_module_top(
 
     See the module docstring; ``project``: load the project's own modules it imports, else stub them.
     """
+    bases = _base_names(module)
     with _installed_packages_only():
         for stmt in _imports(module):
-            _bind_import(stmt, namespace.__setitem__, run, path, project)
+            _bind_import(stmt, namespace.__setitem__, run, path, project, bases)
     for stmt in module.body:
         safe = _safe_statement(stmt)
         if safe is None:

@@ -495,6 +495,10 @@ def _verify_function(
         )
         verdict_of.update({id(item): Verdict(item.finding, False, declined) for item in [*captures, *reports]})
         captures = reports = []
+    if settings.calculate_per_token_loss:  # said before any run: no stand-in input changes what Megatron skips
+        spared = [item for item in reports if item.raw.returned == 3]
+        verdict_of.update({id(item): _per_token(item, settings) for item in spared})
+        reports = [item for item in reports if item.raw.returned != 3]
     if hosted:
         found = _verify_hosted(module, function, hosted, path)
         verdict_of.update({id(item): verdict for item, verdict in zip(hosted, found, strict=True)})
@@ -505,6 +509,17 @@ def _verify_function(
         found = _verify_captures(module, function, captures, settings, path)
         verdict_of.update({id(item): verdict for item, verdict in zip(captures, found, strict=True)})
     return [verdict_of[id(item)] for item in items]
+
+
+def _per_token(item: Located, settings: Settings) -> Verdict:
+    """A report entry of a returned 3-tuple under per-token loss: Megatron leaves its loss as it is, so it is
+    declined for that reason, not run."""
+    return Verdict(
+        item.finding,
+        False,
+        f"declined, per-token: Megatron does not rescale the 3-tuple (loss, num_tokens, report) it returns under "
+        f"{settings.per_token()}, so {item.finding.report_path} keeps its value",
+    )
 
 
 def _verify_reports(

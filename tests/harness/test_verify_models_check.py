@@ -233,7 +233,7 @@ def test_a_computed_per_token_setting_is_run_both_ways(capsys: pytest.CaptureFix
     assert status == 0 and verdict["confirmed"], detail
     off, on = detail.split("; with it on: ")
     assert off.startswith('with calculate_per_token_loss off: CONFIRMED report["lm loss"] ×0.12 before fix')
-    assert on.startswith('UNCONFIRMED report["lm loss"] held the flagged value and did not move')
+    assert on.startswith("UNCONFIRMED declined, per-token: Megatron does not rescale the 3-tuple")
     assert f"under calculate_per_token_loss on (computed at {where})" in on
     assert str(verdict["modelled"]).endswith(f"calculate_per_token_loss off (computed at {where}); then with it on")
 

@@ -89,15 +89,31 @@ def test_a_3_tuple_under_the_projects_per_token_loss_is_not_confirmed(capsys: py
     status, [found] = _verdicts(capsys, str(PROJECT / "train.py"))
     assert status == 1 and not found["confirmed"]
     assert found["detail"] == (
-        'report["total"] held the flagged value and did not move: Megatron does not rescale a 3-tuple '
-        "(loss, num_tokens, report) under calculate_per_token_loss on "
-        "(set at tests/harness/verify_cases/per_token_project/config.py:6)"
+        "declined, per-token: Megatron does not rescale the 3-tuple (loss, num_tokens, report) it returns under "
+        "calculate_per_token_loss on (set at tests/harness/verify_cases/per_token_project/config.py:6), "
+        'so report["total"] keeps its value'
     )
     assert "calculate_per_token_loss on (set at" in str(found["modelled"])
     # Turned off by the option, Megatron divides by the tokens and the microbatches: a real alias.
     status, [found] = _verdicts(capsys, str(PROJECT / "train.py"), "--no-calculate-per-token-loss")
     assert status == 0 and found["confirmed"]
     assert "calculate_per_token_loss off (--no-calculate-per-token-loss)" in str(found["modelled"])
+
+
+def test_a_per_token_site_is_declined_as_per_token_before_any_run(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No stand-in input runs this function (`len()` of what the model gives it): the reason is the setting, said
+    # before a probe is built, not that no probe could run it.
+    def no_probe(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a probe was built for a site the setting spares")
+
+    monkeypatch.setattr(verify, "build_probe", no_probe)
+    project = Path(__file__).parents[2] / "fixtures" / "FAL001" / "per_token_site_no_stand_in_runs"
+    status, [found] = _verdicts(capsys, str(project))
+    assert status == 1 and not found["confirmed"]
+    assert str(found["detail"]).startswith("declined, per-token: Megatron does not rescale the 3-tuple")
+    assert "no probe could run it" not in str(found["detail"])
 
 
 TEST_MODULES = Path(__file__).parents[2] / "fixtures" / "FAL001" / "per_token_set_in_one_test_module"
@@ -123,13 +139,14 @@ def test_verify_models_each_test_module_as_it_is_set_up(capsys: pytest.CaptureFi
     per_token = by_file["test_per_token_schedule.py"]
     assert not per_token["confirmed"] and str(per_token["detail"]).endswith(
         "under calculate_per_token_loss on "
-        "(set at fixtures/FAL001/per_token_set_in_one_test_module/tests/test_per_token_schedule.py:29)"
+        "(set at fixtures/FAL001/per_token_set_in_one_test_module/tests/test_per_token_schedule.py:29), "
+        'so report["loss_reduced"] keeps its value'
     )
 
 
 def test_the_option_turns_it_on_for_any_project(capsys: pytest.CaptureFixture[str]) -> None:
     status, [found] = _verdicts(capsys, str(CASES / "unpacked_helper.py"), "--calculate-per-token-loss")
-    assert status == 1 and "under calculate_per_token_loss on (--calculate-per-token-loss)" in str(found["detail"])
+    assert status == 1 and "under calculate_per_token_loss on (--calculate-per-token-loss)," in str(found["detail"])
 
 
 def test_the_exit_status_is_documented_in_help(capsys: pytest.CaptureFixture[str]) -> None:
