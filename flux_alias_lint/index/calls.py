@@ -71,7 +71,9 @@ class Calls(Classes):
         position = params.index(parameter) if parameter in params else None
         nested = len(scope) > 1 and isinstance(scope[-2], _FUNCTIONS)
         made = _made_class(scope)
-        paths = self._followed_caller_files(module, scope) if bounded else self._caller_files(module, scope)
+        paths = self._caller_files(module, scope)
+        if bounded:
+            paths = self._followed_caller_files(module, scope, paths)
         callers = [module, *(m for m in map(self._module, paths) if m is not None)]
         for caller in callers:
             if isinstance(function, ast.Lambda):  # called by the names it is assigned to
@@ -124,12 +126,11 @@ class Calls(Classes):
         paths += self._mentioning(module.path, f"@{function.name}")  # applied as a decorator
         return [p for p in dict.fromkeys(paths) if p != module.path]
 
-    def _followed_caller_files(self, module: Symbols, scope: list[ast.AST]) -> list[str]:
-        """The other files whose calls of `scope[-1]` a bounded search follows: those that may call it, up
-        to `_CALLER_FILES`; beyond, those of them that may import its module, up to `_CALLER_FILES`; else
-        none. Its own module's calls are always followed: how many files elsewhere call a name says
-        nothing of the calls beside the function (a task's loop calling its own `self.train_step`)."""
-        paths = self._caller_files(module, scope)
+    def _followed_caller_files(self, module: Symbols, scope: list[ast.AST], paths: list[str]) -> list[str]:
+        """Of `paths`, the other files that may call `scope[-1]` (`_caller_files`), those whose calls a bounded
+        search follows: all, up to `_CALLER_FILES`; beyond, those of them that may import its module, up to
+        `_CALLER_FILES`; else none. Its own module's calls are always followed: how many files elsewhere call
+        a name says nothing of the calls beside the function (a task's loop calling its own `self.train_step`)."""
         if len(paths) > _CALLER_FILES:
             paths = self._importing(module, scope, paths)
         return paths if len(paths) <= _CALLER_FILES else []

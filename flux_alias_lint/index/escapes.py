@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from .calls import _CALLER_FILES
 from .nodes import last_name, parameters, positional
 from .reach import ESCAPES, UNREACHED_REACH, Reach, Step
 from .references import SELF, Bound, Ref, References
@@ -270,13 +271,15 @@ class Escapes(References):
             step = self._step(module, call, f"passed as {parameter} to {function.name}")
             passed = value
             # A constructor's calls are spelled with its class's name, which this bound does not count.
-            # The hand-off search follows calls from the function's own module always, from others as
-            # `Calls._followed_caller_files` bounds them: passed from elsewhere, it is cut there.
+            # Past the bound, the hand-off search follows calls from the function's own module and from
+            # the files `Calls._followed_caller_files` keeps: passed from any other, it is cut there.
             if function.name != "__init__" and module is not target_module and value.cut is None:
                 function_scope = target_module.scope_of(function)
-                if module.path not in self._followed_caller_files(target_module, function_scope):
-                    callers = len(self._caller_files(target_module, function_scope))
-                    what = f"called past {function.name}, which {callers} files call"
+                callers = self._caller_files(target_module, function_scope)
+                if len(callers) > _CALLER_FILES and module.path not in self._followed_caller_files(
+                    target_module, function_scope, callers
+                ):
+                    what = f"called past {function.name}, which {len(callers)} files call"
                     passed = dataclasses.replace(value, cut=(what, id(function)))
             passed = dataclasses.replace(passed, frames=(*value.frames, (id(function), module, call)))
             found += [
